@@ -1,0 +1,224 @@
+#include "engine/autograd.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/ops.h"
+
+namespace ag {
+
+namespace {
+thread_local bool grad_mode = true;
+}  // namespace
+
+bool grad_enabled() { return grad_mode; }
+
+GradModeGuard::GradModeGuard(bool enabled) : previous_(grad_mode) { grad_mode = enabled; }
+GradModeGuard::~GradModeGuard() { grad_mode = previous_; }
+
+bool needs_recording(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_mode) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool needs_recording(std::span<const Tensor> inputs) {
+  if (!grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
+  if (!tensor.defined()) return nullptr;
+  TensorImpl* impl = tensor.impl();
+  if (impl->grad_fn) return impl->grad_fn;
+  if (!impl->requires_grad) return nullptr;
+  std::shared_ptr<Node> accumulator = impl->grad_accumulator.lock();
+  if (!accumulator) {
+    accumulator = std::make_shared<Node>();
+    accumulator->name = "AccumulateGrad";
+    accumulator->leaf = tensor.impl_ptr();
+    accumulator->out_shape = impl->shape;
+    accumulator->out_dtype = impl->dtype;
+    impl->grad_accumulator = accumulator;
+  }
+  return accumulator;
+}
+
+void record(Tensor& out, std::string_view name, std::vector<Tensor> inputs, std::vector<Tensor> saved,
+            BackwardFn backward) {
+  if (!needs_recording(std::span<const Tensor>(inputs))) return;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->next.reserve(inputs.size());
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& input : inputs) {
+    node->next.push_back(gradient_edge(input));
+    node->inputs.push_back(input.defined() ? InputMeta{input.shape(), input.dtype()} : InputMeta{});
+  }
+  node->saved.reserve(saved.size());
+  for (Tensor& tensor : saved) {
+    SavedTensor entry;
+    entry.version = tensor.defined() ? tensor.version() : 0;
+    if (tensor.defined() && tensor.impl() == out.impl()) {
+      entry.data = tensor.detach();  // the output: alias without the node, or we would own ourselves
+      entry.output_of = node;
+    } else {
+      entry.data = std::move(tensor);
+    }
+    node->saved.push_back(std::move(entry));
+  }
+  node->backward = std::move(backward);
+  node->out_shape = out.shape();
+  node->out_dtype = out.dtype();
+  out.impl()->grad_fn = std::move(node);
+}
+
+namespace {
+
+std::vector<Tensor> unpack_saved(const Node& node, bool create_graph) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(node.saved.size());
+  for (size_t i = 0; i < node.saved.size(); ++i) {
+    const SavedTensor& entry = node.saved[i];
+    if (entry.data.defined()) {
+      AG_CHECK(entry.data.version() == entry.version,
+               "{}: saved tensor {} (shape {}) was modified by an in-place operation after the forward saved it: it "
+               "is at version {}, expected version {}. Hint: clone() the tensor before writing to it in place",
+               node.name, i, shape_str(entry.data.shape()), entry.data.version(), entry.version);
+    }
+    std::shared_ptr<Node> owner = entry.output_of.lock();
+    if (create_graph && owner) {
+      Tensor output = entry.data.detach();  // the output again, now carrying its grad_fn
+      output.impl()->grad_fn = std::move(owner);
+      tensors.push_back(std::move(output));
+    } else {
+      tensors.push_back(entry.data);
+    }
+  }
+  return tensors;
+}
+
+Tensor apply_hooks(const std::vector<TensorHook>& hooks, Tensor grad, std::string_view where) {
+  for (const TensorHook& hook : hooks) {
+    Tensor replaced = hook(grad);
+    if (!replaced.defined()) continue;
+    AG_CHECK(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype(),
+             "hook on {}: returned a gradient of shape {} {}, expected {} {}", where, shape_str(replaced.shape()),
+             dtype_name(replaced.dtype()), shape_str(grad.shape()), dtype_name(grad.dtype()));
+    grad = std::move(replaced);
+  }
+  return grad;
+}
+
+void accumulate_into_leaf(const Node& accumulator, Tensor grad, bool create_graph) {
+  std::shared_ptr<TensorImpl> leaf = accumulator.leaf.lock();
+  if (!leaf) return;  // the leaf is gone; nobody can read its gradient
+  grad = apply_hooks(leaf->hooks, std::move(grad), "a leaf tensor");
+  if (!create_graph) grad = grad.detach();
+  if (!leaf->grad.defined()) {
+    leaf->grad = create_graph ? grad : clone(grad);  // own copy: the same gradient may reach other leaves
+  } else {
+    leaf->grad = add(leaf->grad, grad);
+  }
+}
+
+// Counts, for every node reachable from root, how many edges point at it.
+std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_set<Node*> seen{root};
+  std::vector<Node*> stack{root};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const auto& next : node->next) {
+      if (!next) continue;
+      ++dependencies[next.get()];
+      if (seen.insert(next.get()).second) stack.push_back(next.get());
+    }
+  }
+  return dependencies;
+}
+
+std::vector<Tensor> call_backward(Node& node, const Tensor& grad, bool create_graph) {
+  AG_CHECK(!node.released,
+           "backward: trying to backward through {} a second time, but its saved tensors were freed by the first "
+           "backward. Pass retain_graph=true to the first backward if you need to backward twice",
+           node.name);
+  std::vector<Tensor> saved = unpack_saved(node, create_graph);
+  std::vector<bool> needs_grad(node.next.size());
+  for (size_t i = 0; i < node.next.size(); ++i) needs_grad[i] = node.next[i] != nullptr;
+  std::vector<Tensor> grads = node.backward(BackwardContext{grad, saved, needs_grad});
+  AG_CHECK(grads.size() == node.next.size(), "{}: returned {} gradients for {} inputs", node.name, grads.size(),
+           node.next.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!node.next[i] || !grads[i].defined()) continue;
+    const InputMeta& meta = node.inputs[i];
+    AG_CHECK(grads[i].shape() == meta.shape && grads[i].dtype() == meta.dtype,
+             "{}: gradient for input {} has shape {} {}, but the input has shape {} {}", node.name, i,
+             shape_str(grads[i].shape()), dtype_name(grads[i].dtype()), shape_str(meta.shape), dtype_name(meta.dtype));
+  }
+  return grads;
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph) {
+  AG_CHECK(root.defined(), "backward: called on an undefined tensor");
+  std::shared_ptr<Node> root_node = gradient_edge(root);
+  AG_CHECK(root_node != nullptr,
+           "backward: tensor of shape {} does not require grad and has no grad_fn. Did you forget to set "
+           "requires_grad on an input, or compute it under NoGradGuard?",
+           shape_str(root.shape()));
+  Tensor root_grad = gradient;
+  if (!root_grad.defined()) {
+    AG_CHECK(root.numel() == 1,
+             "backward: grad can be implicitly created only for a one-element output, but the output has shape {}; "
+             "pass a gradient of that shape",
+             shape_str(root.shape()));
+    root_grad = ones_like(root);
+  }
+  AG_CHECK(root_grad.shape() == root.shape() && root_grad.dtype() == root.dtype(),
+           "backward: gradient has shape {} {}, but the output has shape {} {}", shape_str(root_grad.shape()),
+           dtype_name(root_grad.dtype()), shape_str(root.shape()), dtype_name(root.dtype()));
+
+  std::unordered_map<Node*, int> dependencies = count_dependencies(root_node.get());
+  std::unordered_map<Node*, Tensor> buffers{{root_node.get(), root_grad}};
+  std::vector<std::shared_ptr<Node>> ready{root_node};
+  GradModeGuard mode(create_graph);
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = std::move(ready.back());
+    ready.pop_back();
+    auto buffer = buffers.find(node.get());
+    Tensor grad = buffer == buffers.end() ? Tensor() : std::move(buffer->second);
+    if (buffer != buffers.end()) buffers.erase(buffer);
+
+    std::vector<Tensor> grads;
+    if (grad.defined()) {
+      grad = apply_hooks(node->pre_hooks, std::move(grad), node->name);
+      if (!node->backward && !node->released) {
+        accumulate_into_leaf(*node, std::move(grad), create_graph);
+        continue;
+      }
+      grads = call_backward(*node, grad, create_graph);
+      if (!retain_graph) {
+        node->saved.clear();
+        node->backward = nullptr;
+        node->released = true;
+      }
+    }
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      Node* next = node->next[i].get();
+      if (next == nullptr) continue;
+      if (i < grads.size() && grads[i].defined()) {
+        Tensor& slot = buffers[next];
+        slot = slot.defined() ? add(slot, grads[i]) : std::move(grads[i]);  // paths meet: sum
+      }
+      if (--dependencies[next] == 0) ready.push_back(node->next[i]);
+    }
+  }
+}
+
+}  // namespace ag

@@ -1,0 +1,49 @@
+#include "engine/generator.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "engine/error.h"
+
+namespace ag {
+
+uint64_t Generator::next_u64() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+
+double Generator::normal() {
+  if (has_spare_normal_) {
+    has_spare_normal_ = false;
+    return spare_normal_;
+  }
+  const double u1 = 1.0 - uniform();  // (0, 1]: log stays finite
+  const double u2 = uniform();
+  const double radius = std::sqrt(-2.0 * std::log(u1));
+  const double angle = 2.0 * std::numbers::pi * u2;
+  spare_normal_ = radius * std::sin(angle);
+  has_spare_normal_ = true;
+  return radius * std::cos(angle);
+}
+
+int64_t Generator::randint(int64_t low, int64_t high) {
+  AG_CHECK(low < high, "randint: expected low < high, got low={} high={}", low, high);
+  const uint64_t range = static_cast<uint64_t>(high - low);
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % range;  // reject the biased tail
+  uint64_t bits = next_u64();
+  while (bits >= limit) bits = next_u64();
+  return low + static_cast<int64_t>(bits % range);
+}
+
+Generator& default_generator() {
+  static Generator generator(0);
+  return generator;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace ag

@@ -1,0 +1,143 @@
+#include "engine/gradcheck.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+
+namespace ag {
+
+namespace {
+
+std::string multi_index(const Shape& shape, int64_t flat) {
+  Shape index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return shape_str(index);
+}
+
+// L(inputs) = Σ v ⊙ fn(inputs), evaluated without recording.
+double projected_output(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
+                        const Tensor& v) {
+  NoGradGuard no_grad;
+  return sum(mul(fn(inputs), v)).item();
+}
+
+void add_comparison(GradcheckResult& result, const Tolerance& tol, ElementError error) {
+  error.abs_error = std::abs(error.analytic - error.numeric);
+  const double scale = std::max(std::abs(error.analytic), std::abs(error.numeric));
+  error.rel_error = scale > 0 ? error.abs_error / scale : 0;
+  const bool ok = error.abs_error <= tol.atol + tol.rtol * std::abs(error.numeric);
+  result.ok = result.ok && ok;
+  result.max_abs_error = std::max(result.max_abs_error, error.abs_error);
+  result.max_rel_error = std::max(result.max_rel_error, error.rel_error);
+  ++result.checked;
+  result.worst.push_back(std::move(error));
+}
+
+// Each element of `input` nudged by ±eps in turn.
+void check_elements(const std::function<Tensor(const std::vector<Tensor>&)>& fn, std::vector<Tensor>& inputs, int which,
+                    const Tensor& v, const Tensor& analytic, const Tolerance& tol, GradcheckResult& result) {
+  Tensor& x = inputs[which];
+  double* data = x.data<double>();
+  const double* grad = analytic.defined() ? analytic.data<double>() : nullptr;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double original = data[i];
+    data[i] = original + tol.eps;
+    const double plus = projected_output(fn, inputs, v);
+    data[i] = original - tol.eps;
+    const double minus = projected_output(fn, inputs, v);
+    data[i] = original;
+    add_comparison(result, tol,
+                   {.input = which,
+                    .index = multi_index(x.shape(), i),
+                    .analytic = grad ? grad[i] : 0.0,
+                    .numeric = (plus - minus) / (2 * tol.eps)});
+  }
+}
+
+// Along random unit directions u: numeric (L(x+εu) - L(x-εu)) / 2ε against ⟨∇L, u⟩.
+void check_directions(const std::function<Tensor(const std::vector<Tensor>&)>& fn, std::vector<Tensor>& inputs,
+                      int which, const Tensor& v, const Tensor& analytic, const GradcheckOptions& options,
+                      Generator& gen, GradcheckResult& result) {
+  const Tolerance& tol = options.tolerance;
+  Tensor original = clone(inputs[which].detach());
+  for (int k = 0; k < options.directions; ++k) {
+    Tensor u = randn(original.shape(), DType::f64, gen);
+    u = div(u, sqrt(sum(mul(u, u))));
+    inputs[which].detach().copy_(add(original, mul(u, tol.eps)));
+    const double plus = projected_output(fn, inputs, v);
+    inputs[which].detach().copy_(sub(original, mul(u, tol.eps)));
+    const double minus = projected_output(fn, inputs, v);
+    inputs[which].detach().copy_(original);
+    add_comparison(result, tol,
+                   {.input = which,
+                    .index = fmt::format("u{}", k),
+                    .analytic = analytic.defined() ? sum(mul(analytic, u)).item() : 0.0,
+                    .numeric = (plus - minus) / (2 * tol.eps)});
+  }
+}
+
+}  // namespace
+
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& input : inputs) {
+    AG_CHECK(!input.defined() || input.dtype() == DType::f64 || !input.requires_grad(),
+             "gradcheck: inputs that require grad must be f64 (finite differences need the precision), got {} {}",
+             dtype_name(input.dtype()), shape_str(input.shape()));
+    Tensor leaf = input;
+    if (input.defined() && input.requires_grad()) leaf = clone(input.detach()).requires_grad_();
+    leaves.push_back(leaf);
+  }
+  Generator gen(options.seed);
+  Tensor output = fn(leaves);
+  AG_CHECK(output.requires_grad(), "gradcheck: the output does not require grad; no input reaches it");
+  Tensor v = randn(output.shape(), output.dtype(), gen);
+  output.backward(v);
+
+  GradcheckResult result;
+  for (int i = 0; i < static_cast<int>(leaves.size()); ++i) {
+    if (!leaves[i].defined() || !leaves[i].requires_grad()) continue;
+    Tensor analytic = leaves[i].grad();
+    NoGradGuard no_grad;  // the nudges below are in-place writes to leaves
+    if (leaves[i].numel() <= options.max_elements_exact) {
+      check_elements(fn, leaves, i, v, analytic, options.tolerance, result);
+    } else {
+      check_directions(fn, leaves, i, v, analytic, options, gen, result);
+    }
+  }
+  // Violations first (by how far past tolerance), then the largest errors.
+  const Tolerance& tol = options.tolerance;
+  auto excess = [&](const ElementError& e) { return e.abs_error - (tol.atol + tol.rtol * std::abs(e.numeric)); };
+  std::sort(result.worst.begin(), result.worst.end(),
+            [&](const ElementError& a, const ElementError& b) { return excess(a) > excess(b); });
+  if (static_cast<int>(result.worst.size()) > options.report_worst) result.worst.resize(options.report_worst);
+  return result;
+}
+
+GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options) {
+  Generator gen(options.seed + 1);
+  std::vector<Tensor> inputs = op.make_inputs(shapes, gen, DType::f64);
+  GradcheckOptions with_tolerance = options;
+  with_tolerance.tolerance = op.tolerance;
+  return gradcheck(op.fn, inputs, with_tolerance);
+}
+
+std::string GradcheckResult::report() const {
+  std::string out = fmt::format("{} comparisons, max abs error {:.3e}, max rel error {:.3e}: {}\n", checked,
+                                max_abs_error, max_rel_error, ok ? "OK" : "NOT OK");
+  out += fmt::format("  {:>5} {:>12} {:>14} {:>14} {:>10} {:>10}\n", "input", "index", "analytic", "numeric",
+                     "abs err", "rel err");
+  for (const ElementError& e : worst) {
+    out += fmt::format("  {:>5} {:>12} {:>14.7g} {:>14.7g} {:>10.3e} {:>10.3e}\n", e.input, e.index, e.analytic,
+                       e.numeric, e.abs_error, e.rel_error);
+  }
+  return out;
+}
+
+}  // namespace ag

@@ -1,0 +1,49 @@
+// Gradient checking: analytic gradients (backward) against central finite differences,
+// element by element, in f64; or, for big inputs, along random directions (vᵀJu).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/registry.h"
+#include "engine/tensor.h"
+
+namespace ag {
+
+struct GradcheckOptions {
+  Tolerance tolerance = {};
+  // Inputs with more elements than this are checked along random directions instead.
+  int64_t max_elements_exact = 4096;
+  int directions = 4;   // random directions per input in fast mode
+  int report_worst = 5;
+  uint64_t seed = 0;    // for the output projection v and the directions u
+};
+
+struct ElementError {
+  int input = 0;
+  std::string index;  // "(1,2)", or "u3" for the third random direction
+  double analytic = 0;
+  double numeric = 0;
+  double abs_error = 0;
+  double rel_error = 0;  // abs_error / max(|analytic|, |numeric|), 0 where both vanish
+};
+
+struct GradcheckResult {
+  bool ok = true;
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  int64_t checked = 0;              // element (or direction) comparisons made
+  std::vector<ElementError> worst;  // the largest violations first (or largest errors if none fail)
+  std::string report() const;       // a readable table of the worst elements
+};
+
+// Checks fn at inputs (f64; the ones with requires_grad are checked). The scalar checked is
+// L = Σ v ⊙ fn(inputs) with a fixed random v, so every output element takes part.
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options = {});
+
+// Draws inputs for one shape set of a registered op and checks it.
+GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options = {});
+
+}  // namespace ag

@@ -1,0 +1,26 @@
+// OpenMP helpers for the reference kernels: parallel over an outer loop, static schedule
+// (so each index is computed by the same code path whatever the timing: deterministic for a
+// fixed thread count), and no parallel region at all when the work is small.
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+
+namespace ag {
+
+// Below this many element-operations a parallel region costs more than it saves.
+inline constexpr int64_t kParallelGrain = 32768;
+
+// Calls body(i) for i in [0, count). cost_per_item: rough element-operations per index.
+template <typename Body>
+void parallel_for(int64_t count, int64_t cost_per_item, Body&& body) {
+  if (count * cost_per_item < kParallelGrain || count < 2) {
+    for (int64_t i = 0; i < count; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) body(i);
+}
+
+}  // namespace ag

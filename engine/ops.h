@@ -1,0 +1,121 @@
+// Every op of the engine, by family. Each family lives in one file engine/ops/<family>.cpp
+// with forward, backward and registry entry side by side. All ops are differentiable in
+// every floating input unless marked "not differentiable".
+#pragma once
+
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace ag {
+
+// ---- elementwise.cpp: numpy broadcasting; backward reduces to each input's shape.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor neg(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor clamp(const Tensor& x, double min, double max);
+Tensor relu(const Tensor& x);
+enum class GeluApproximation { none, tanh };  // none: x·Φ(x) with erf; tanh: the GPT-2 form
+Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor to(const Tensor& x, DType dtype);  // differentiable between f32 and f64
+Tensor sign(const Tensor& x);             // not differentiable
+Tensor gt(const Tensor& x, double value);  // b8, not differentiable
+Tensor lt(const Tensor& x, double value);  // b8, not differentiable
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// ---- reduce.cpp
+Tensor sum(const Tensor& x);  // all elements, 0-d result
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor max(const Tensor& x);  // gradient flows to the (first) arg-max
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor min(const Tensor& x);
+Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64, not differentiable
+Tensor broadcast_to(const Tensor& x, const Shape& shape);  // materialises; backward sum_to
+Tensor sum_to(const Tensor& x, const Shape& shape);        // sums broadcast dims away
+
+// ---- shape.cpp: reshape, flatten, unsqueeze and squeeze share storage; the rest copy.
+Tensor reshape(const Tensor& x, const Shape& shape);  // one size may be -1
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x, int64_t dim);  // a no-op if that dim is not 1
+Tensor squeeze(const Tensor& x);               // every size-1 dim
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim);  // last piece may be smaller
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
+// Elements start, start+step, ... < end along dim; negative start/end count from the end.
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+
+// ---- index.cpp
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index: 1-D i64
+// Rows of weight (V, D) gathered by i64 indices of any shape → indices.shape + (D).
+// Backward scatter-adds; rows at padding_idx (if ≥ 0) get no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+
+// ---- mask.cpp: masks are b8 tensors, broadcast against x; true means "fill" / "take a".
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);  // over the last two dims
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+// (T, T) b8, true above the diagonal: the future positions a causal attention must not see.
+Tensor causal_mask(int64_t size);
+
+// ---- matmul.cpp: 2-D, and batched N-D with broadcast batch dims like torch.matmul
+// (1-D operands are promoted as in torch.matmul). The flags transpose the last two dims
+// of an operand without a copy.
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+
+// ---- softmax.cpp
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- dropout.cpp: in training, zeroes each element with probability p and scales the rest
+// by 1/(1-p); in eval, the identity.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+
+// ---- norm.cpp: normalises over the trailing dims given by normalized_shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// ---- loss.cpp
+enum class Reduction { none, mean, sum };
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+// Numerically stable: max(x,0) - x·y + log(1 + exp(-|x|)).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        Reduction reduction = Reduction::mean);
+// logits (N, C) and i64 targets (N); targets equal to ignore_index add nothing, and the mean is
+// over the others.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::mean);
+
+}  // namespace ag

@@ -1,0 +1,5 @@
+// PLACEHOLDER: being written (ops family mask).
+#include "engine/registry.h"
+namespace ag {
+void register_mask_ops(Registry&) {}
+}  // namespace ag

@@ -1,0 +1,70 @@
+// The op registry: every differentiable op, with how to build valid random inputs for it,
+// the shape sets it is checked on, and its gradient-check tolerances. The test suite and
+// `attograd gradcheck --all` iterate it, so a registered op is checked without a new test.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/generator.h"
+#include "engine/tensor.h"
+
+namespace ag {
+
+// Where random inputs are drawn from. Values closer than kink_margin to a kink are redrawn
+// (finite differences are wrong across a kink).
+struct Domain {
+  double low = -2.0;
+  double high = 2.0;
+  std::vector<double> kinks = {};
+  double kink_margin = 1e-2;
+  bool distinct = false;  // no two values within kink_margin of each other (max/min ties)
+};
+
+using InputMaker = std::function<std::vector<Tensor>(const std::vector<Shape>& shapes, Generator& gen, DType dtype)>;
+using OpFunction = std::function<Tensor(const std::vector<Tensor>& inputs)>;
+
+struct Tolerance {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+};
+
+struct OpEntry {
+  std::string name;
+  OpFunction fn;
+  InputMaker make_inputs;                   // differentiable inputs come back with requires_grad
+  std::vector<std::vector<Shape>> shape_sets;  // one Shape per input
+  Tolerance tolerance = {};
+};
+
+// One floating tensor per shape, drawn from the domain, each requiring grad.
+InputMaker real_inputs(Domain domain = {});
+// A floating tensor of `shape` drawn from the domain (requires_grad not set).
+Tensor draw(const Shape& shape, const Domain& domain, Generator& gen, DType dtype);
+
+class Registry {
+ public:
+  static const Registry& global();  // all of attograd's ops
+  void add(OpEntry entry);
+  const std::vector<OpEntry>& ops() const { return ops_; }
+  const OpEntry& find(const std::string& name) const;  // throws, listing the names, if absent
+
+ private:
+  std::vector<OpEntry> ops_;
+};
+
+// Each op family registers its ops beside their definitions.
+void register_elementwise_ops(Registry& registry);
+void register_reduce_ops(Registry& registry);
+void register_shape_ops(Registry& registry);
+void register_index_ops(Registry& registry);
+void register_mask_ops(Registry& registry);
+void register_matmul_ops(Registry& registry);
+void register_softmax_ops(Registry& registry);
+void register_dropout_ops(Registry& registry);
+void register_norm_ops(Registry& registry);
+void register_loss_ops(Registry& registry);
+
+}  // namespace ag

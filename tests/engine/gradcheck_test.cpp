@@ -1,0 +1,101 @@
+// Every registered op, on every one of its shape sets, against finite differences (f64).
+#include <gtest/gtest.h>
+
+#include "engine/autograd.h"
+#include "engine/gradcheck.h"
+#include "engine/ops.h"
+
+namespace ag {
+namespace {
+
+struct OpCase {
+  const OpEntry* op;
+  std::vector<Shape> shapes;
+};
+
+std::vector<OpCase> all_cases() {
+  std::vector<OpCase> cases;
+  for (const OpEntry& op : Registry::global().ops())
+    for (const auto& shapes : op.shape_sets) cases.push_back({&op, shapes});
+  return cases;
+}
+
+std::string case_name(const testing::TestParamInfo<OpCase>& info) {
+  std::string name = info.param.op->name + "_" + std::to_string(info.index);
+  for (char& ch : name)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+class RegisteredOp : public testing::TestWithParam<OpCase> {};
+
+TEST_P(RegisteredOp, GradientMatchesFiniteDifferences) {
+  const OpCase& c = GetParam();
+  const GradcheckResult result = gradcheck_op(*c.op, c.shapes);
+  std::string shapes;
+  for (const Shape& s : c.shapes) shapes += shape_str(s) + " ";
+  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes << "\n" << result.report();
+  EXPECT_GT(result.checked, 0);
+}
+
+TEST_P(RegisteredOp, F32ForwardAgreesWithF64) {
+  const OpCase& c = GetParam();
+  Generator gen(7);
+  std::vector<Tensor> inputs64 = c.op->make_inputs(c.shapes, gen, DType::f64);
+  std::vector<Tensor> inputs32;
+  for (const Tensor& t : inputs64) inputs32.push_back(is_floating(t.dtype()) ? to(t.detach(), DType::f32) : t);
+  NoGradGuard no_grad;
+  const Tensor out64 = c.op->fn(inputs64);
+  const Tensor out32 = c.op->fn(inputs32);
+  ASSERT_EQ(out32.shape(), out64.shape());
+  const std::vector<double> a = out32.to_vector(), b = out64.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 + 1e-4 * std::abs(b[i])) << c.op->name << " at " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, RegisteredOp, testing::ValuesIn(all_cases()), case_name);
+
+// A deliberately wrong backward (the gradient of x² taken as x instead of 2x) must fail, and the
+// report must name the worst element.
+TEST(Gradcheck, CatchesAWrongBackward) {
+  auto wrong_square = [](const std::vector<Tensor>& in) {
+    Tensor out = mul(in[0].detach(), in[0].detach());
+    record(out, "WrongSquareBackward", {in[0]}, {in[0]}, [](const BackwardContext& c) {
+      return std::vector<Tensor>{mul(c.grad, c.saved[0])};  // should be 2 * x
+    });
+    return out;
+  };
+  Tensor x = tensor({0.001, -0.002, 0.003, 5.0}, {2, 2}, DType::f64).requires_grad_();
+  const GradcheckResult result = gradcheck(wrong_square, {x});
+  EXPECT_FALSE(result.ok);
+  ASSERT_FALSE(result.worst.empty());
+  // The largest error is at x = 5 (index (1,1)): analytic v·5, numeric v·10.
+  EXPECT_EQ(result.worst[0].index, "(1,1)");
+  EXPECT_NEAR(result.worst[0].numeric, 2 * result.worst[0].analytic, 1e-6);
+  EXPECT_NE(result.report().find("NOT OK"), std::string::npos);
+}
+
+TEST(Gradcheck, FastModeCatchesAWrongBackward) {
+  auto wrong_exp = [](const std::vector<Tensor>& in) {
+    Tensor out = exp(in[0].detach());
+    record(out, "WrongExpBackward", {in[0]}, {}, [](const BackwardContext& c) { return std::vector<Tensor>{c.grad}; });
+    return out;
+  };
+  Tensor x = randn({80, 80}, DType::f64).requires_grad_();
+  GradcheckOptions options;
+  options.max_elements_exact = 100;  // force random directions
+  const GradcheckResult result = gradcheck(wrong_exp, {x}, options);
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.checked, options.directions);
+  EXPECT_EQ(result.worst[0].index.substr(0, 1), "u");
+}
+
+TEST(Gradcheck, FastModePassesACorrectOp) {
+  Tensor x = randn({80, 80}, DType::f64).requires_grad_();
+  GradcheckOptions options;
+  options.max_elements_exact = 100;
+  const GradcheckResult result = gradcheck([](const auto& in) { return tanh(in[0]); }, {x}, options);
+  EXPECT_TRUE(result.ok) << result.report();
+}
+
+}  // namespace
+}  // namespace ag
