@@ -30,6 +30,33 @@ bool needs_recording(std::span<const Tensor> inputs) {
   return false;
 }
 
+namespace {
+
+// Moves out of `node` the nodes it alone keeps alive: its edges, and the grad_fn of saved
+// tensors nobody else holds.
+void take_owned_children(Node& node, std::vector<std::shared_ptr<Node>>& out) {
+  for (auto& next : node.next)
+    if (next) out.push_back(std::move(next));
+  node.next.clear();
+  for (SavedTensor& entry : node.saved) {
+    const std::shared_ptr<TensorImpl>& impl = entry.data.impl_ptr();
+    if (impl && impl.use_count() == 1 && impl->grad_fn) out.push_back(std::move(impl->grad_fn));
+  }
+  node.saved.clear();
+}
+
+}  // namespace
+
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  take_owned_children(*this, pending);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> node = std::move(pending.back());
+    pending.pop_back();
+    if (node.use_count() == 1) take_owned_children(*node, pending);
+  }  // each node dies here with nothing left to free recursively
+}
+
 std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
   if (!tensor.defined()) return nullptr;
   TensorImpl* impl = tensor.impl();
@@ -203,7 +230,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
         continue;
       }
       grads = call_backward(*node, grad, create_graph);
-      if (!retain_graph) {
+      if (!retain_graph && !create_graph) {  // a graph of the gradient may still need this node
         node->saved.clear();
         node->backward = nullptr;
         node->released = true;

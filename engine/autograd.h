@@ -54,6 +54,11 @@ struct SavedTensor {
 };
 
 struct Node {
+  Node() = default;
+  ~Node();  // frees long chains iteratively: a 100,000-node graph must not overflow the stack
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
   std::string_view name;                    // "SoftmaxBackward" (static storage)
   std::vector<std::shared_ptr<Node>> next;  // per input; null when the input needs no grad
   std::vector<InputMeta> inputs;

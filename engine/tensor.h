@@ -69,7 +69,8 @@ class Tensor {
   const Tensor& grad() const;  // undefined until a backward reaches this tensor
   void set_grad(const Tensor& grad) const;
   const std::shared_ptr<Node>& grad_fn() const;
-  // Back-propagates from this tensor. A non-scalar needs `gradient` of its shape.
+  // Back-propagates from this tensor. A non-scalar needs `gradient` of its shape. The graph is
+  // freed afterwards unless retain_graph or create_graph (which builds a graph of the gradient).
   void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
   Tensor detach() const;  // shares storage, no grad_fn, requires_grad false
   void retain_grad() const;

@@ -1,0 +1,38 @@
+// The `attograd` command-line program. Exit codes: 0 success, 1 runtime error (one message on
+// stderr), 2 usage error (with the usage line).
+#include <omp.h>
+
+#include <iostream>
+#include <vector>
+
+#include "engine/error.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"attograd: a small reverse-mode autograd engine for attention models"};
+  app.set_version_flag("--version", "attograd 0.1.0");
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "OpenMP threads for every kernel (default: OMP_NUM_THREADS or all cores)")
+      ->check(CLI::Range(1, 1024));
+
+  const std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // prints the message (and usage); --help and --version are not errors
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+  try {
+    for (const ag::cli::Command& command : commands)
+      if (command.app->parsed()) return command.run();
+  } catch (const ag::Error& e) {
+    std::cerr << "attograd: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "attograd: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,98 @@
+// Tensor basics: factories, element access, printing, the generator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "tests/test_util.h"
+
+namespace ag {
+namespace {
+
+TEST(Tensor, FactoriesFillAsAsked) {
+  EXPECT_EQ(zeros({2, 3}).to_vector(), std::vector<double>(6, 0.0));
+  EXPECT_EQ(ones({2}, DType::f64).dtype(), DType::f64);
+  EXPECT_EQ(full({2}, 7.5).to_vector(), (std::vector<double>{7.5, 7.5}));
+  EXPECT_EQ(arange(0, 5).to_vector(), (std::vector<double>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(arange(1, 2, 0.25).numel(), 4);
+  EXPECT_EQ(scalar(3).dim(), 0);
+  EXPECT_EQ(scalar(3).item(), 3.0);
+  Tensor t = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(t.at({1, 0}), 4.0);
+  EXPECT_EQ(t.at({-1, -1}), 6.0);
+  EXPECT_EQ(t.size(-1), 3);
+  t.set({0, 1}, 9);
+  EXPECT_EQ(t.at({0, 1}), 9.0);
+  EXPECT_EQ(t.version(), 1u);
+}
+
+TEST(Tensor, StorageIs64ByteAligned) {
+  for (int64_t n : {1, 3, 17, 1000}) EXPECT_EQ(reinterpret_cast<uintptr_t>(zeros({n}).raw_data()) % 64, 0u);
+}
+
+TEST(Tensor, PrintsLikePyTorch) {
+  EXPECT_EQ(tensor({0.15, 0.2264}, {1, 2}).str(), "tensor([[0.1500, 0.2264]])");
+  EXPECT_EQ(tensor({1, 2, 3}, {3}).str(), "tensor([1., 2., 3.])");
+  EXPECT_EQ(tensor({1, -2.5, 3, 4}, {2, 2}).str(), "tensor([[ 1.0000, -2.5000],\n        [ 3.0000,  4.0000]])");
+  EXPECT_EQ(scalar(1.8524).str(), "tensor(1.8524)");
+  EXPECT_EQ(tensor({0.5}, {1}).requires_grad_().str(), "tensor([0.5000], requires_grad=True)");
+  Tensor x = tensor({0.25, 1.0}, {2}).requires_grad_();
+  EXPECT_EQ(mul(x, 2.0).str(), "tensor([0.5000, 2.0000], grad_fn=<MulScalarBackward>)");
+  EXPECT_EQ(tensor({1.5}, {1}, DType::f64).str(), "tensor([1.5000], dtype=f64)");
+  EXPECT_EQ(randint(3, 4, {2}).str(), "tensor([3, 3], dtype=i64)");
+  EXPECT_EQ(gt(tensor({1, -1}, {2}), 0).str(), "tensor([ True, False], dtype=b8)");
+  EXPECT_EQ(tensor({1e-6, 2e-6}, {2}).str(), "tensor([1.0000e-06, 2.0000e-06])");
+  std::ostringstream os;
+  os << tensor({2, 3, 4, 5, 6, 7, 8, 9}, {2, 2, 2});
+  EXPECT_EQ(os.str(), "tensor([[[2., 3.],\n         [4., 5.]],\n\n        [[6., 7.],\n         [8., 9.]]])");
+}
+
+TEST(Generator, IsSplitMix64) {
+  // Reference values of splitmix64 from seed 0 (Vigna's splitmix64.c).
+  Generator gen(0);
+  EXPECT_EQ(gen.next_u64(), 0xE220A8397B1DCDAFULL);
+  EXPECT_EQ(gen.next_u64(), 0x6E789E6AA1B965F4ULL);
+  EXPECT_EQ(gen.next_u64(), 0x06C45D188009454FULL);
+}
+
+TEST(Generator, SameSeedSameNumbers) {
+  Generator a(42), b(42);
+  EXPECT_EQ(randn({100}, DType::f32, a).to_vector(), randn({100}, DType::f32, b).to_vector());
+  Generator::State state = a.state();
+  const double next = a.normal();
+  a.set_state(state);
+  EXPECT_EQ(a.normal(), next);
+}
+
+TEST(Generator, DistributionsHaveTheRightMoments) {
+  Generator gen(1);
+  Tensor u = rand({100000}, DType::f64, gen);
+  Tensor n = randn({100000}, DType::f64, gen);
+  EXPECT_NEAR(mean(u).item(), 0.5, 0.005);
+  EXPECT_GE(min(u).item(), 0.0);
+  EXPECT_LT(max(u).item(), 1.0);
+  EXPECT_NEAR(mean(n).item(), 0.0, 0.01);
+  EXPECT_NEAR(mean(mul(n, n)).item(), 1.0, 0.02);
+  Tensor k = randint(-2, 3, {10000}, gen);
+  std::vector<int> counts(5);
+  for (double v : k.to_vector()) {
+    ASSERT_GE(v, -2);
+    ASSERT_LT(v, 3);
+    ++counts[static_cast<int>(v) + 2];
+  }
+  for (int c : counts) EXPECT_NEAR(c, 2000, 200);
+}
+
+TEST(Tensor, InPlaceOpsBumpTheVersion) {
+  Tensor t = zeros({3});
+  t.fill_(2).add_(ones({3}), 0.5).mul_(2);
+  EXPECT_EQ(t.to_vector(), (std::vector<double>{5, 5, 5}));
+  EXPECT_EQ(t.version(), 3u);
+  t.copy_(tensor({1, 2, 3}, {3}, DType::f64));
+  EXPECT_EQ(t.to_vector(), (std::vector<double>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace ag

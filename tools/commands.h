@@ -1,0 +1,16 @@
+// Each subcommand of the `attograd` program adds itself to the app here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ag::cli {
+
+// A subcommand and what runs when it was chosen (returns the process exit code).
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+Command add_gradcheck_command(CLI::App& app);
+
+}  // namespace ag::cli

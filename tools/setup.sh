@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Sets attograd up on Debian 12: installs the Debian packages that are missing, then
+# configures and builds. Idempotent: with nothing changed it takes seconds.
+#   tools/setup.sh [--sanitize]   (Release build in build/, or ASan+UBSan build in build-sanitize/)
+# run.sh and test.sh call it; it prints the build folder's path as its last line.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN; its CMake config needs the OpenCL headers
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+build="$root/build"
+options=(-DCMAKE_BUILD_TYPE=Release)
+if [ "${1:-}" = "--sanitize" ]; then
+  build="$root/build-sanitize"
+  options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTOGRAD_SANITIZE=ON)
+fi
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja "${options[@]}" >&2
+fi
+cmake --build "$build" -j 2 >&2
+echo "$build"
