@@ -225,14 +225,15 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
     std::vector<Tensor> grads;
     if (grad.defined()) {
       grad = apply_hooks(node->pre_hooks, std::move(grad), node->name);
-      if (!node->backward && !node->released) {
+      if (!node->backward) {
         accumulate_into_leaf(*node, std::move(grad), create_graph);
         continue;
       }
       grads = call_backward(*node, grad, create_graph);
-      if (!retain_graph && !create_graph) {  // a graph of the gradient may still need this node
+      // Free what the node saved (a graph of the gradient may still need it under create_graph).
+      // A node that saved nothing can run again, as in PyTorch.
+      if (!retain_graph && !create_graph && !node->saved.empty()) {
         node->saved.clear();
-        node->backward = nullptr;
         node->released = true;
       }
     }

@@ -63,12 +63,12 @@ struct Node {
   std::vector<std::shared_ptr<Node>> next;  // per input; null when the input needs no grad
   std::vector<InputMeta> inputs;
   std::vector<SavedTensor> saved;
-  BackwardFn backward;                   // empty for AccumulateGrad
-  std::vector<TensorHook> pre_hooks;     // hooks of the output tensor
-  std::weak_ptr<TensorImpl> leaf;        // AccumulateGrad: the leaf it accumulates into
+  BackwardFn backward;                // empty for AccumulateGrad
+  std::vector<TensorHook> pre_hooks;  // hooks of the output tensor
+  std::weak_ptr<TensorImpl> leaf;     // AccumulateGrad: the leaf it accumulates into
   Shape out_shape;
   DType out_dtype = DType::f32;
-  bool released = false;                 // saved tensors freed by a backward without retain_graph
+  bool released = false;  // saved tensors freed by a backward without retain_graph
 };
 
 // True if grad mode is on and any defined input requires grad: then the op must record.

@@ -23,7 +23,7 @@ template <typename... Args>
 }  // namespace ag
 
 // AG_CHECK(cond, "op: what went wrong {}", detail) throws ag::Error when cond is false.
-#define AG_CHECK(cond, ...)         \
-  do {                              \
+#define AG_CHECK(cond, ...)               \
+  do {                                    \
     if (!(cond)) ::ag::fail(__VA_ARGS__); \
   } while (0)

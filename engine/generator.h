@@ -16,8 +16,8 @@ class Generator {
     has_spare_normal_ = false;
   }
   uint64_t next_u64();
-  double uniform();           // [0, 1), 53 random bits
-  double normal();            // mean 0, std 1
+  double uniform();                            // [0, 1), 53 random bits
+  double normal();                             // mean 0, std 1
   int64_t randint(int64_t low, int64_t high);  // [low, high), unbiased
 
   // The whole state, for checkpoints; set_state(state()) resumes the same sequence.

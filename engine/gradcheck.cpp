@@ -83,8 +83,8 @@ void check_directions(const std::function<Tensor(const std::vector<Tensor>&)>& f
 
 }  // namespace
 
-GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
-                          const GradcheckOptions& options) {
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
   std::vector<Tensor> leaves;
   for (const Tensor& input : inputs) {
     AG_CHECK(!input.defined() || input.dtype() == DType::f64 || !input.requires_grad(),
@@ -131,8 +131,8 @@ GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes
 std::string GradcheckResult::report() const {
   std::string out = fmt::format("{} comparisons, max abs error {:.3e}, max rel error {:.3e}: {}\n", checked,
                                 max_abs_error, max_rel_error, ok ? "OK" : "NOT OK");
-  out += fmt::format("  {:>5} {:>12} {:>14} {:>14} {:>10} {:>10}\n", "input", "index", "analytic", "numeric",
-                     "abs err", "rel err");
+  out += fmt::format("  {:>5} {:>12} {:>14} {:>14} {:>10} {:>10}\n", "input", "index", "analytic", "numeric", "abs err",
+                     "rel err");
   for (const ElementError& e : worst) {
     out += fmt::format("  {:>5} {:>12} {:>14.7g} {:>14.7g} {:>10.3e} {:>10.3e}\n", e.input, e.index, e.analytic,
                        e.numeric, e.abs_error, e.rel_error);

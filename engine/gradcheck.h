@@ -15,9 +15,9 @@ struct GradcheckOptions {
   Tolerance tolerance = {};
   // Inputs with more elements than this are checked along random directions instead.
   int64_t max_elements_exact = 4096;
-  int directions = 4;   // random directions per input in fast mode
+  int directions = 4;  // random directions per input in fast mode
   int report_worst = 5;
-  uint64_t seed = 0;    // for the output projection v and the directions u
+  uint64_t seed = 0;  // for the output projection v and the directions u
 };
 
 struct ElementError {
@@ -40,8 +40,8 @@ struct GradcheckResult {
 
 // Checks fn at inputs (f64; the ones with requires_grad are checked). The scalar checked is
 // L = Σ v ⊙ fn(inputs) with a fixed random v, so every output element takes part.
-GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
-                          const GradcheckOptions& options = {});
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
 // Draws inputs for one shape set of a registered op and checks it.
 GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options = {});

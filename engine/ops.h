@@ -29,8 +29,8 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor clone(const Tensor& x);
-Tensor to(const Tensor& x, DType dtype);  // differentiable between f32 and f64
-Tensor sign(const Tensor& x);             // not differentiable
+Tensor to(const Tensor& x, DType dtype);   // differentiable between f32 and f64
+Tensor sign(const Tensor& x);              // not differentiable
 Tensor gt(const Tensor& x, double value);  // b8, not differentiable
 Tensor lt(const Tensor& x, double value);  // b8, not differentiable
 
@@ -57,8 +57,8 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& x);
 Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64, not differentiable
-Tensor broadcast_to(const Tensor& x, const Shape& shape);  // materialises; backward sum_to
-Tensor sum_to(const Tensor& x, const Shape& shape);        // sums broadcast dims away
+Tensor broadcast_to(const Tensor& x, const Shape& shape);           // materialises; backward sum_to
+Tensor sum_to(const Tensor& x, const Shape& shape);                 // sums broadcast dims away
 
 // ---- shape.cpp: reshape, flatten, unsqueeze and squeeze share storage; the rest copy.
 Tensor reshape(const Tensor& x, const Shape& shape);  // one size may be -1
@@ -104,8 +104,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 
 // ---- norm.cpp: normalises over the trailing dims given by normalized_shape.
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
-                  const Tensor& bias = {}, double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
 
 // ---- loss.cpp
 enum class Reduction { none, mean, sum };

@@ -34,7 +34,7 @@ struct Tolerance {
 struct OpEntry {
   std::string name;
   OpFunction fn;
-  InputMaker make_inputs;                   // differentiable inputs come back with requires_grad
+  InputMaker make_inputs;                      // differentiable inputs come back with requires_grad
   std::vector<std::vector<Shape>> shape_sets;  // one Shape per input
   Tolerance tolerance = {};
 };

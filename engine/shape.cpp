@@ -34,8 +34,8 @@ Shape contiguous_strides(const Shape& shape) {
 int64_t normalize_dim(std::string_view op, int64_t dim, int64_t ndim) {
   const int64_t lo = ndim == 0 ? -1 : -ndim;
   const int64_t hi = ndim == 0 ? 0 : ndim - 1;
-  AG_CHECK(dim >= lo && dim <= hi, "{}: dim {} is out of range for a tensor with {} dims (expected {} to {})", op,
-           dim, ndim, lo, hi);
+  AG_CHECK(dim >= lo && dim <= hi, "{}: dim {} is out of range for a tensor with {} dims (expected {} to {})", op, dim,
+           ndim, lo, hi);
   return dim < 0 ? dim + (ndim == 0 ? 1 : ndim) : dim;
 }
 

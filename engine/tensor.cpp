@@ -35,20 +35,32 @@ namespace {
 
 double read_element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::f32: return t.data<float>()[i];
-    case DType::f64: return t.data<double>()[i];
-    case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::b8: return t.data<bool>()[i] ? 1.0 : 0.0;
+    case DType::f32:
+      return t.data<float>()[i];
+    case DType::f64:
+      return t.data<double>()[i];
+    case DType::i64:
+      return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::b8:
+      return t.data<bool>()[i] ? 1.0 : 0.0;
   }
   return 0;
 }
 
 void write_element(const Tensor& t, int64_t i, double value) {
   switch (t.dtype()) {
-    case DType::f32: t.data<float>()[i] = static_cast<float>(value); break;
-    case DType::f64: t.data<double>()[i] = value; break;
-    case DType::i64: t.data<int64_t>()[i] = static_cast<int64_t>(value); break;
-    case DType::b8: t.data<bool>()[i] = value != 0; break;
+    case DType::f32:
+      t.data<float>()[i] = static_cast<float>(value);
+      break;
+    case DType::f64:
+      t.data<double>()[i] = value;
+      break;
+    case DType::i64:
+      t.data<int64_t>()[i] = static_cast<int64_t>(value);
+      break;
+    case DType::b8:
+      t.data<bool>()[i] = value != 0;
+      break;
   }
 }
 
@@ -74,7 +86,9 @@ double Tensor::item() const {
   return read_element(*this, 0);
 }
 
-double Tensor::at(std::initializer_list<int64_t> index) const { return read_element(*this, flat_index(*this, index, "at")); }
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  return read_element(*this, flat_index(*this, index, "at"));
+}
 
 void Tensor::set(std::initializer_list<int64_t> index, double value) {
   check_writable("set");
@@ -91,8 +105,10 @@ std::vector<double> Tensor::to_vector() const {
 bool Tensor::requires_grad() const { return impl_->requires_grad || impl_->grad_fn != nullptr; }
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
-  AG_CHECK(is_leaf(), "requires_grad_: can only change requires_grad of a leaf tensor (this one has grad_fn={}); "
-           "use detach() to get a leaf", impl_->grad_fn->name);
+  AG_CHECK(is_leaf(),
+           "requires_grad_: can only change requires_grad of a leaf tensor (this one has grad_fn={}); "
+           "use detach() to get a leaf",
+           impl_->grad_fn->name);
   AG_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: only floating tensors can require grad, got {}",
            dtype_name(dtype()));
   impl_->requires_grad = requires_grad;
@@ -177,8 +193,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   check_writable("add_");
   AG_CHECK(other.defined() && other.shape() == shape() && other.dtype() == dtype(),
            "add_: expected a tensor of shape {} and dtype {}, got {} {}", shape_str(shape()), dtype_name(dtype()),
-           other.defined() ? shape_str(other.shape()) : "undefined",
-           other.defined() ? dtype_name(other.dtype()) : "");
+           other.defined() ? shape_str(other.shape()) : "undefined", other.defined() ? dtype_name(other.dtype()) : "");
   dispatch_floating(dtype(), "add_", [&]<typename T>() {
     T* out = data<T>();
     const T* in = other.data<T>();
@@ -220,7 +235,8 @@ NumberFormat choose_format(const Tensor& t) {
     max_abs = std::max(max_abs, std::abs(v));
     if (v != 0) min_abs = std::min(min_abs, std::abs(v));
   }
-  format.scientific = max_abs >= 1e8 || (min_abs < 1e-4 && !format.integral) || (max_abs / min_abs > 1000 && !format.integral && min_abs < 1e-2);
+  format.scientific = max_abs >= 1e8 || (min_abs < 1e-4 && !format.integral) ||
+                      (max_abs / min_abs > 1000 && !format.integral && min_abs < 1e-2);
   return format;
 }
 

@@ -57,10 +57,10 @@ class Tensor {
   }
   void* raw_data() const;
 
-  double item() const;                                  // the value of a one-element tensor
-  double at(std::initializer_list<int64_t> index) const;  // one element, by multi-index
+  double item() const;                                           // the value of a one-element tensor
+  double at(std::initializer_list<int64_t> index) const;         // one element, by multi-index
   void set(std::initializer_list<int64_t> index, double value);  // in-place write of one element
-  std::vector<double> to_vector() const;                // all elements, row-major
+  std::vector<double> to_vector() const;                         // all elements, row-major
 
   // Autograd.
   bool requires_grad() const;
@@ -118,8 +118,8 @@ Tensor scalar(double value, DType dtype = DType::f32);
 // From row-major values: tensor({1, 2, 3, 4}, {2, 2}). Throws if the counts differ.
 Tensor tensor(std::span<const double> values, const Shape& shape, DType dtype = DType::f32);
 Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype = DType::f32);
-Tensor rand(const Shape& shape, DType dtype = DType::f32, Generator& gen = default_generator());   // U[0,1)
-Tensor randn(const Shape& shape, DType dtype = DType::f32, Generator& gen = default_generator());  // N(0,1)
+Tensor rand(const Shape& shape, DType dtype = DType::f32, Generator& gen = default_generator());      // U[0,1)
+Tensor randn(const Shape& shape, DType dtype = DType::f32, Generator& gen = default_generator());     // N(0,1)
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen = default_generator());  // i64
 
 }  // namespace ag

@@ -1,5 +1,58 @@
-// PLACEHOLDER: being written (ops family dropout).
+// Dropout: in training, zeroes each element with probability p and scales the survivors by
+// 1/(1-p), so the expected output is x; in eval (or with p = 0), the identity.
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
 #include "engine/registry.h"
+
 namespace ag {
-void register_dropout_ops(Registry&) {}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  AG_CHECK(x.defined(), "dropout: the input is undefined");
+  AG_CHECK(p >= 0 && p <= 1, "dropout: expected a probability p in [0, 1], got {}", p);
+  AG_CHECK(is_floating(x.dtype()), "dropout: expected a floating input (f32 or f64), got {} of shape {}",
+           dtype_name(x.dtype()), shape_str(x.shape()));
+  if (!training || p == 0) return x;  // no draw from gen, no node
+  // The scaled keep-mask, x's dtype: 1/(1-p) where kept, 0 where dropped (everywhere if p = 1).
+  Tensor mask = empty(x.shape(), x.dtype());
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
+    const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
+    const T* px = x.data<T>();
+    T* pm = mask.data<T>();
+    T* po = out.data<T>();
+    // Serial: one draw per element in row-major order, so a seed gives the same mask on every
+    // machine and thread count.
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      pm[i] = gen.uniform() >= p ? scale : T(0);
+      po[i] = px[i] * pm[i];
+    }
+  });
+  record(out, "DropoutBackward", {x}, {mask}, [](const BackwardContext& c) {
+    // out = x * mask  →  dx = g * mask
+    return std::vector<Tensor>{mul(c.grad, c.saved[0])};
+  });
+  return out;
+}
+
+void register_dropout_ops(Registry& registry) {
+  // A generator seeded inside the function: every call (each finite-difference probe) draws the
+  // same mask.
+  registry.add({"dropout",
+                [](const auto& in) {
+                  Generator gen(5);
+                  return dropout(in[0], 0.3, true, gen);
+                },
+                real_inputs(),
+                {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{}}}});
+  registry.add({"dropout_p1",
+                [](const auto& in) {
+                  Generator gen(5);
+                  return dropout(in[0], 1.0, true, gen);
+                },
+                real_inputs(),
+                {{{3, 4}}}});
+}
+
 }  // namespace ag

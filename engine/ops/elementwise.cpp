@@ -200,8 +200,8 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor clamp(const Tensor& x, double min, double max) {
-  AG_CHECK(!(min > max) && !std::isnan(min) && !std::isnan(max), "clamp: expected min <= max, got min={} max={}",
-           min, max);
+  AG_CHECK(!(min > max) && !std::isnan(min) && !std::isnan(max), "clamp: expected min <= max, got min={} max={}", min,
+           max);
   Tensor out = unary_kernel("clamp", x, [min, max](auto v) {
     using T = decltype(v);
     return std::min(std::max(v, static_cast<T>(min)), static_cast<T>(max));
@@ -319,8 +319,8 @@ Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator-(const Tensor& x) { return neg(x); }
 
 void register_elementwise_ops(Registry& registry) {
-  const std::vector<std::vector<Shape>> binary_shapes = {
-      {{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{2, 1, 3}, {4, 1}}, {{5}, {}}, {{1}, {3}}, {{}, {}}};
+  const std::vector<std::vector<Shape>> binary_shapes = {{{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{2, 1, 3}, {4, 1}},
+                                                         {{5}, {}},        {{1}, {3}},    {{}, {}}};
   const std::vector<std::vector<Shape>> unary_shapes = {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{}}};
   const Domain away_from_zero{.kinks = {0}, .kink_margin = 0.3};
   const Domain positive{.low = 0.2, .high = 2.0};
@@ -346,13 +346,19 @@ void register_elementwise_ops(Registry& registry) {
   unary("mul_scalar", [](const Tensor& x) { return mul(x, -2.5); });
   unary("neg", [](const Tensor& x) { return neg(x); });
   unary("pow", [](const Tensor& x) { return pow(x, 3.0); });
-  unary("pow_fractional", [](const Tensor& x) { return pow(x, -1.5); }, positive);
+  unary(
+      "pow_fractional", [](const Tensor& x) { return pow(x, -1.5); }, positive);
   unary("exp", [](const Tensor& x) { return exp(x); });
-  unary("log", [](const Tensor& x) { return log(x); }, positive);
-  unary("sqrt", [](const Tensor& x) { return sqrt(x); }, positive);
-  unary("abs", [](const Tensor& x) { return abs(x); }, away_from_zero);
-  unary("clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }, Domain{.kinks = {-0.5, 0.7}});
-  unary("relu", [](const Tensor& x) { return relu(x); }, away_from_zero);
+  unary(
+      "log", [](const Tensor& x) { return log(x); }, positive);
+  unary(
+      "sqrt", [](const Tensor& x) { return sqrt(x); }, positive);
+  unary(
+      "abs", [](const Tensor& x) { return abs(x); }, away_from_zero);
+  unary(
+      "clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }, Domain{.kinks = {-0.5, 0.7}});
+  unary(
+      "relu", [](const Tensor& x) { return relu(x); }, away_from_zero);
   unary("gelu", [](const Tensor& x) { return gelu(x); });
   unary("gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::tanh); });
   unary("tanh", [](const Tensor& x) { return tanh(x); });

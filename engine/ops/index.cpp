@@ -1,5 +1,231 @@
-// PLACEHOLDER: being written (ops family index).
+// Index ops: index_select gathers slices of x along one dim; embedding gathers rows of a weight
+// matrix. Both are one gather/scatter-add pair underneath, each the other's backward, so the
+// gradient of a gradient works. Indices are i64 and checked against the indexed size.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/autograd.h"
+#include "engine/kernels/parallel.h"
+#include "engine/ops.h"
 #include "engine/registry.h"
+
 namespace ag {
-void register_index_ops(Registry&) {}
+
+namespace {
+
+// x viewed as (outer, size, inner) around the indexed dim `dim`.
+struct Around {
+  int64_t outer = 1;
+  int64_t size = 1;
+  int64_t inner = 1;
+};
+
+Around around(const Shape& shape, int64_t dim) {
+  Around a;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < dim) a.outer *= shape[d];
+    if (d > dim) a.inner *= shape[d];
+  }
+  a.size = shape[dim];
+  return a;
+}
+
+void check_index_dtype(std::string_view op, const Tensor& index) {
+  AG_CHECK(index.defined(), "{}: the indices are undefined", op);
+  AG_CHECK(index.dtype() == DType::i64, "{}: expected i64 indices, got {} of shape {}", op, dtype_name(index.dtype()),
+           shape_str(index.shape()));
+}
+
+// Throws naming the first index outside [0, size), its position in `index` and what it indexes.
+void check_index_range(std::string_view op, const Tensor& index, int64_t size, std::string_view what) {
+  const int64_t* pi = index.data<int64_t>();
+  for (int64_t p = 0; p < index.numel(); ++p) {
+    if (pi[p] >= 0 && pi[p] < size) continue;
+    Shape position(index.dim());
+    for (int64_t d = index.dim() - 1, rest = p; d >= 0; --d) {
+      position[d] = rest % index.shape()[d];
+      rest /= index.shape()[d];
+    }
+    fail("{}: index {} at position {} of the indices {} is out of range for {}; expected an index in [0, {})", op,
+         pi[p], shape_str(position), shape_str(index.shape()), what, size);
+  }
+}
+
+// out (outer, n, inner) = x (outer, size, inner) at rows index[k] of the middle dim; a row whose
+// index equals zero_row (if ≥ 0) reads as zeros. Any dtype; index already range-checked.
+Tensor gather_kernel(const Tensor& x, int64_t dim, const Tensor& index, const Shape& out_shape, int64_t zero_row) {
+  const Around a = around(x.shape(), dim);
+  const int64_t n = index.numel();
+  Tensor out = empty(out_shape, x.dtype());
+  const size_t row_bytes = static_cast<size_t>(a.inner) * dtype_size(x.dtype());
+  const auto* px = static_cast<const unsigned char*>(x.raw_data());
+  auto* po = static_cast<unsigned char*>(out.raw_data());
+  const int64_t* pi = index.data<int64_t>();
+  parallel_for(a.outer * n, a.inner, [&](int64_t r) {  // r = o·n + k
+    const int64_t o = r / n;
+    const int64_t k = r % n;
+    unsigned char* dst = po + static_cast<size_t>(r) * row_bytes;
+    if (pi[k] == zero_row) {
+      std::memset(dst, 0, row_bytes);
+    } else {
+      std::memcpy(dst, px + static_cast<size_t>(o * a.size + pi[k]) * row_bytes, row_bytes);
+    }
+  });
+  return out;
+}
+
+// out (outer, size, inner) = 0, then out[o, index[k], :] += g[o, k, :] for every k whose index is
+// not skip_row. Parallel over (o, block of columns): no two threads write one element, and each
+// element sums its contributions in the order of k (deterministic).
+Tensor scatter_add_kernel(const Tensor& g, const Shape& in_shape, int64_t dim, const Tensor& index, int64_t skip_row) {
+  const Around a = around(in_shape, dim);
+  const int64_t n = index.numel();
+  Tensor out = zeros(in_shape, g.dtype());
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (a.inner + kBlock - 1) / kBlock;
+  dispatch_floating(g.dtype(), "index_add", [&]<typename T>() {
+    const T* pg = g.data<T>();
+    T* po = out.data<T>();
+    const int64_t* pi = index.data<int64_t>();
+    parallel_for(a.outer * blocks, n * kBlock, [&](int64_t item) {
+      const int64_t o = item / blocks;
+      const int64_t j0 = (item % blocks) * kBlock;
+      const int64_t j1 = std::min(a.inner, j0 + kBlock);
+      for (int64_t k = 0; k < n; ++k) {
+        if (pi[k] == skip_row) continue;
+        const T* src = pg + (o * n + k) * a.inner;
+        T* dst = po + (o * a.size + pi[k]) * a.inner;
+        for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+      }
+    });
+  });
+  return out;
+}
+
+Tensor index_add_zeros(const Tensor& g, const Shape& in_shape, int64_t dim, const Tensor& index, int64_t pad);
+
+// The differentiable gather: out = x at index[k] along dim, shaped out_shape. `pad` (if ≥ 0) is a
+// row that gets no gradient; with zero_pad it also reads as zeros (then that is its true
+// derivative; without, it is embedding's padding_idx rule).
+Tensor index_gather(std::string_view name, const Tensor& x, int64_t dim, const Tensor& index, const Shape& out_shape,
+                    int64_t pad, bool zero_pad) {
+  Tensor out = gather_kernel(x, dim, index, out_shape, zero_pad ? pad : -1);
+  record(out, name, {x}, {index}, [in = x.shape(), dim, pad](const BackwardContext& c) {
+    // out[o, k, i] = x[o, index[k], i]  →  dx[o, index[k], i] += g[o, k, i]  (none for index[k] == pad)
+    return std::vector<Tensor>{index_add_zeros(c.grad, in, dim, c.saved[0], pad)};
+  });
+  return out;
+}
+
+// The backward of the gather as an op of its own: g scatter-added into zeros of in_shape.
+Tensor index_add_zeros(const Tensor& g, const Shape& in_shape, int64_t dim, const Tensor& index, int64_t pad) {
+  Tensor out = scatter_add_kernel(g, in_shape, dim, index, pad);
+  record(out, "IndexAddBackward", {g}, {index}, [g_shape = g.shape(), dim, pad](const BackwardContext& c) {
+    // out[o, index[k], i] += g[o, k, i]  (skipping index[k] == pad)  →  dg[o, k, i] = grad[o, index[k], i], 0 at pad
+    return std::vector<Tensor>{index_gather("IndexSelectBackward", c.grad, dim, c.saved[0], g_shape, pad, true)};
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  AG_CHECK(x.defined(), "index_select: the input is undefined");
+  AG_CHECK(x.dim() > 0, "index_select: cannot index a 0-d tensor");
+  const int64_t d = normalize_dim("index_select", dim, x.dim());
+  check_index_dtype("index_select", index);
+  AG_CHECK(index.dim() == 1, "index_select: expected a 1-D index, got shape {} (input {})", shape_str(index.shape()),
+           shape_str(x.shape()));
+  check_index_range("index_select", index, x.shape()[d],
+                    fmt::format("dim {} of size {} of the input {}", d, x.shape()[d], shape_str(x.shape())));
+  Shape shape = x.shape();
+  shape[d] = index.numel();
+  return index_gather("IndexSelectBackward", x, d, index, shape, -1, false);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  AG_CHECK(weight.defined(), "embedding: the weight is undefined");
+  AG_CHECK(weight.dim() == 2, "embedding: expected a 2-D weight (num_embeddings, embedding_dim), got shape {}",
+           shape_str(weight.shape()));
+  AG_CHECK(is_floating(weight.dtype()), "embedding: expected a floating weight (f32 or f64), got {} of shape {}",
+           dtype_name(weight.dtype()), shape_str(weight.shape()));
+  check_index_dtype("embedding", indices);
+  const int64_t rows = weight.shape()[0];
+  AG_CHECK(padding_idx < rows, "embedding: padding_idx {} is out of range for a weight of shape {} (expected < {})",
+           padding_idx, shape_str(weight.shape()), rows);
+  check_index_range("embedding", indices, rows, fmt::format("a weight of shape {}", shape_str(weight.shape())));
+  Shape shape = indices.shape();  // indices.shape + (D)
+  shape.push_back(weight.shape()[1]);
+  // As in PyTorch, the padding row is read as it is (nn::Embedding keeps it at zero); only its
+  // gradient is withheld.
+  return index_gather("EmbeddingBackward", weight, 0, indices, shape, padding_idx < 0 ? -1 : padding_idx, false);
+}
+
+void register_index_ops(Registry& registry) {
+  // Random indices into dim `dim` of the first input, the last one repeating the first, so the
+  // scatter-add must accumulate.
+  auto with_index = [](int64_t dim) {
+    return [dim](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+      const int64_t d = normalize_dim("with_index", dim, static_cast<int64_t>(shapes[0].size()));
+      Tensor indices = randint(0, shapes[0][d], shapes[1], gen);
+      int64_t* pi = indices.data<int64_t>();
+      if (indices.numel() >= 2) pi[indices.numel() - 1] = pi[0];
+      return std::vector<Tensor>{draw(shapes[0], {}, gen, dtype).requires_grad_(), indices};
+    };
+  };
+  registry.add({"index_select",
+                [](const auto& in) { return index_select(in[0], 0, in[1]); },
+                with_index(0),
+                {{{4, 3}, {6}}, {{5}, {3}}, {{1, 2}, {3}}, {{3, 2, 2}, {4}}}});
+  registry.add({"index_select_dim1",
+                [](const auto& in) { return index_select(in[0], 1, in[1]); },
+                with_index(1),
+                {{{2, 5, 3}, {7}}, {{3, 4}, {2}}, {{2, 1, 3}, {2}}}});
+  registry.add({"index_select_last",
+                [](const auto& in) { return index_select(in[0], -1, in[1]); },
+                with_index(-1),
+                {{{3, 4}, {5}}, {{2, 2, 3}, {3}}}});
+  registry.add({"embedding",
+                [](const auto& in) { return embedding(in[0], in[1]); },
+                with_index(0),
+                {{{5, 3}, {7}}, {{4, 2}, {2, 3}}, {{1, 4}, {2}}, {{6, 3}, {}}}});
+  // With a padding row: that row is zeroed in the weight first (as nn::Embedding keeps it), so its
+  // withheld gradient is also the true one and finite differences agree. Indices always contain
+  // the padding index 1 and repeats.
+  registry.add({"embedding_padding",
+                [](const auto& in) {
+                  Tensor keep = ones({in[0].size(0), 1}, in[0].dtype());
+                  keep.set({1, 0}, 0.0);
+                  return embedding(mul(in[0], keep), in[1], 1);
+                },
+                [](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+                  Tensor indices = randint(0, shapes[0][0], shapes[1], gen);
+                  int64_t* pi = indices.data<int64_t>();
+                  pi[0] = 1;                               // the padding index
+                  if (indices.numel() > 2) pi[2] = pi[1];  // a repeat
+                  return std::vector<Tensor>{draw(shapes[0], {}, gen, dtype).requires_grad_(), indices};
+                },
+                {{{5, 3}, {8}}, {{4, 2}, {2, 3}}, {{3, 5}, {3}}}});
+  // The backward of the gather is an op too: its gradient is the double backward of
+  // index_select / embedding (with a padding row, whose entries read as zero).
+  registry.add(
+      {"index_select_backward",
+       [](const auto& in) {
+         return index_add_zeros(in[0], {in[0].size(0), 4, 2}, 1, in[1], -1);
+       },
+       [](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+         return std::vector<Tensor>{draw(shapes[0], {}, gen, dtype).requires_grad_(), randint(0, 4, shapes[1], gen)};
+       },
+       {{{2, 6, 2}, {6}}, {{1, 3, 2}, {3}}}});
+  registry.add({"embedding_backward",
+                [](const auto& in) {
+                  return index_add_zeros(in[0], {4, 3}, 0, in[1], 2);
+                },
+                [](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+                  Tensor indices = tensor({2, 0, 3, 2, 0, 1, 3}, {7}, DType::i64);
+                  return std::vector<Tensor>{draw(shapes[0], {}, gen, dtype).requires_grad_(), indices};
+                },
+                {{{7, 3}, {7}}}});
+}
+
 }  // namespace ag

@@ -1,5 +1,211 @@
-// PLACEHOLDER: being written (ops family loss).
+// Losses: mse_loss, binary_cross_entropy_with_logits, cross_entropy. Each is one fused forward
+// kernel (accumulating in double) with its own node; the backwards are engine ops, so they are
+// differentiable again.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/kernels/parallel.h"
+#include "engine/ops.h"
 #include "engine/registry.h"
+
 namespace ag {
-void register_loss_ops(Registry&) {}
+
+namespace {
+
+std::string_view reduction_name(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::none:
+      return "none";
+    case Reduction::mean:
+      return "mean";
+    case Reduction::sum:
+      return "sum";
+  }
+  return "?";
+}
+
+// An elementwise loss of two same-shape floating tensors.
+void check_pair(std::string_view op, std::string_view first, const Tensor& a, std::string_view second,
+                const Tensor& b) {
+  AG_CHECK(a.defined() && b.defined(), "{}: the {} is undefined", op, a.defined() ? second : first);
+  AG_CHECK(is_floating(a.dtype()) && a.dtype() == b.dtype(),
+           "{}: expected {} and {} of the same floating dtype (f32 or f64), got {} {} and {} {}", op, first, second,
+           dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()));
+  AG_CHECK(a.shape() == b.shape(), "{}: {} shape {} and {} shape {} differ; expected the same shape (no broadcasting)",
+           op, first, shape_str(a.shape()), second, shape_str(b.shape()));
+}
+
+// out = reduce_i f(a[i], b[i]): the elementwise losses for Reduction::none, else their sum
+// (scaled by 1/count for mean; 0 elements give NaN, as in PyTorch) as a 0-d tensor.
+template <typename F>
+Tensor elementwise_loss(std::string_view op, const Tensor& a, const Tensor& b, Reduction reduction, F f) {
+  const int64_t n = a.numel();
+  Tensor out = empty(reduction == Reduction::none ? a.shape() : Shape{}, a.dtype());
+  dispatch_floating(a.dtype(), op, [&]<typename T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    if (reduction == Reduction::none) {
+      parallel_for(n, 8, [&](int64_t i) { po[i] = static_cast<T>(f(double(pa[i]), double(pb[i]))); });
+      return;
+    }
+    double total = 0;  // serial: the same sum whatever the thread count
+    for (int64_t i = 0; i < n; ++i) total += f(double(pa[i]), double(pb[i]));
+    po[0] = static_cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+  });
+  return out;
+}
+
+// The incoming gradient of an elementwise loss, ready to multiply an input-shaped tensor:
+// g itself for none and sum (g is 0-d then, and broadcasts), g / count for mean.
+Tensor loss_grad_scale(const Tensor& g, Reduction reduction, int64_t count) {
+  return reduction == Reduction::mean ? mul(g, 1.0 / static_cast<double>(count)) : g;
+}
+
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_pair("mse_loss", "input", input, "target", target);
+  Tensor out =
+      elementwise_loss("mse_loss", input, target, reduction, [](double x, double y) { return (x - y) * (x - y); });
+  record(out, "MseLossBackward", {input, target}, {input, target},
+         [reduction, n = input.numel()](const BackwardContext& c) {
+           // out = reduce((input - target)²)  →  dinput = 2 (input - target) g = -dtarget
+           const Tensor dinput = (c.saved[0] - c.saved[1]) * mul(loss_grad_scale(c.grad, reduction, n), 2.0);
+           return std::vector<Tensor>{c.needs_grad[0] ? dinput : Tensor(), c.needs_grad[1] ? neg(dinput) : Tensor()};
+         });
+  return out;
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {
+  check_pair("binary_cross_entropy_with_logits", "logits", logits, "target", target);
+  Tensor out = elementwise_loss("binary_cross_entropy_with_logits", logits, target, reduction, [](double x, double y) {
+    // = -(y log σ(x) + (1-y) log(1-σ(x))), with no exp of a positive number: finite for any x
+    return std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));
+  });
+  record(out, "BinaryCrossEntropyWithLogitsBackward", {logits, target}, {logits, target},
+         [reduction, n = logits.numel()](const BackwardContext& c) {
+           // out = reduce(max(x,0) - x·y + log1p(exp(-|x|)))  →  dx = (σ(x) - y) g,  dy = -x g
+           const Tensor& x = c.saved[0];
+           const Tensor& y = c.saved[1];
+           const Tensor g = loss_grad_scale(c.grad, reduction, n);
+           return std::vector<Tensor>{c.needs_grad[0] ? (sigmoid(x) - y) * g : Tensor(),
+                                      c.needs_grad[1] ? neg(x) * g : Tensor()};
+         });
+  return out;
+}
+
+// Note [cross_entropy and ignore_index]
+// Rows whose target equals ignore_index contribute 0 (also in Reduction::none) and get a zero
+// gradient; the mean divides by the number of other rows. If every row is ignored, the mean is
+// 0/0 = NaN, as in PyTorch, and the gradient is zero, as in PyTorch.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  AG_CHECK(logits.defined() && target.defined(), "cross_entropy: the {} is undefined",
+           logits.defined() ? "target" : "logits");
+  AG_CHECK(is_floating(logits.dtype()), "cross_entropy: expected floating logits (f32 or f64), got {} of shape {}",
+           dtype_name(logits.dtype()), shape_str(logits.shape()));
+  AG_CHECK(target.dtype() == DType::i64, "cross_entropy: expected i64 class-index targets, got {} of shape {}",
+           dtype_name(target.dtype()), shape_str(target.shape()));
+  AG_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0),
+           "cross_entropy: expected logits (N, C) and target (N), got logits {} and target {}",
+           shape_str(logits.shape()), shape_str(target.shape()));
+  const int64_t rows = logits.size(0);
+  const int64_t classes = logits.size(1);
+  const int64_t* pt = target.data<int64_t>();
+  int64_t count = 0;  // rows not ignored
+  for (int64_t r = 0; r < rows; ++r) {
+    if (pt[r] == ignore_index) continue;
+    AG_CHECK(pt[r] >= 0 && pt[r] < classes,
+             "cross_entropy: target {} at row {} is out of range [0, {}) for logits {} (ignore_index is {})", pt[r], r,
+             classes, shape_str(logits.shape()), ignore_index);
+    ++count;
+  }
+
+  Tensor out = empty(reduction == Reduction::none ? Shape{rows} : Shape{}, logits.dtype());
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    const T* px = logits.data<T>();
+    std::vector<double> losses(rows, 0.0);
+    parallel_for(rows, 2 * classes, [&](int64_t r) {
+      if (pt[r] == ignore_index) return;
+      const T* row = px + r * classes;
+      double m = row[0];
+      for (int64_t j = 1; j < classes; ++j) m = std::max(m, double(row[j]));
+      double s = 0;
+      for (int64_t j = 0; j < classes; ++j) s += std::exp(row[j] - m);
+      losses[r] = m + std::log(s) - row[pt[r]];  // -log_softmax(row)[target] = logsumexp(row) - row[target]
+    });
+    T* po = out.data<T>();
+    if (reduction == Reduction::none) {
+      for (int64_t r = 0; r < rows; ++r) po[r] = static_cast<T>(losses[r]);
+      return;
+    }
+    double total = 0;
+    for (double l : losses) total += l;
+    po[0] = static_cast<T>(reduction == Reduction::mean ? total / static_cast<double>(count) : total);
+  });
+  if (!needs_recording({&logits})) return out;
+  // Per-row weight of the gradient (N, 1): 0 for ignored rows, 1/count (mean) or 1 otherwise;
+  // and the one-hot of the targets (N, C), zero in ignored rows.
+  Tensor row_weight = zeros({rows, 1}, logits.dtype());
+  Tensor one_hot = zeros(logits.shape(), logits.dtype());
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    const T weight = reduction == Reduction::mean ? T(1) / static_cast<T>(count) : T(1);
+    T* pw = row_weight.data<T>();
+    T* ph = one_hot.data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      if (pt[r] == ignore_index) continue;
+      pw[r] = weight;
+      ph[r * classes + pt[r]] = T(1);
+    }
+  });
+  record(out, "CrossEntropyBackward", {logits}, {logits, one_hot, row_weight},
+         [reduction, rows](const BackwardContext& c) {
+           // out[n] = logsumexp(x[n]) - x[n, t[n]]  →  dx[n] = (softmax(x[n]) - onehot(t[n])) · g[n]
+           const Tensor& g = c.grad;  // (N) for none, else 0-d
+           const Tensor coef = c.saved[2] * (reduction == Reduction::none ? reshape(g, {rows, 1}) : g);  // (N, 1)
+           return std::vector<Tensor>{(softmax(c.saved[0], 1) - c.saved[1]) * coef};
+         });
+  return out;
+}
+
+void register_loss_ops(Registry& registry) {
+  const std::vector<std::vector<Shape>> pair_shapes = {{{3, 4}, {3, 4}}, {{2, 3, 5}, {2, 3, 5}}, {{1}, {1}}, {{}, {}}};
+  // Logits in [-4, 4], targets in [0, 1] (probabilities), both differentiable.
+  const InputMaker logits_and_probabilities = [](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+    return std::vector<Tensor>{draw(shapes[0], {.low = -4, .high = 4}, gen, dtype).requires_grad_(),
+                               draw(shapes[1], {.low = 0, .high = 1}, gen, dtype).requires_grad_()};
+  };
+  // Logits (N, C) and i64 targets (N) in [0, C), with every third row (1, 4, ...) set to -100.
+  const InputMaker logits_and_classes = [](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+    Tensor target = randint(0, shapes[0][1], shapes[1], gen);
+    for (int64_t r = 1; r < shapes[1][0]; r += 3) target.set({r}, -100);
+    return std::vector<Tensor>{draw(shapes[0], {.low = -3, .high = 3}, gen, dtype).requires_grad_(), target};
+  };
+  const std::vector<std::vector<Shape>> class_shapes = {{{4, 5}, {4}}, {{7, 3}, {7}}, {{1, 2}, {1}}};
+  for (Reduction reduction : {Reduction::mean, Reduction::sum, Reduction::none}) {
+    const std::string suffix =
+        reduction == Reduction::mean ? std::string() : fmt::format("_{}", reduction_name(reduction));
+    registry.add({"mse_loss" + suffix, [reduction](const auto& in) { return mse_loss(in[0], in[1], reduction); },
+                  real_inputs(), pair_shapes});
+    registry.add({"binary_cross_entropy_with_logits" + suffix,
+                  [reduction](const auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], reduction); },
+                  logits_and_probabilities, pair_shapes});
+    registry.add({"cross_entropy" + suffix,
+                  [reduction](const auto& in) { return cross_entropy(in[0], in[1], -100, reduction); },
+                  logits_and_classes, class_shapes});
+  }
+  // ignore_index inside [0, C): the rows whose target is class 0 are ignored.
+  registry.add(
+      {"cross_entropy_ignore_class0",
+       [](const auto& in) { return cross_entropy(in[0], in[1], 0); },
+       [](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+         Tensor target = randint(0, shapes[0][1], shapes[1], gen);
+         target.set({0}, 0);
+         target.set({1}, 1);
+         return std::vector<Tensor>{draw(shapes[0], {.low = -3, .high = 3}, gen, dtype).requires_grad_(), target};
+       },
+       {{{5, 3}, {5}}, {{6, 4}, {6}}}});
+}
+
 }  // namespace ag

@@ -1,5 +1,186 @@
-// PLACEHOLDER: being written (ops family mask).
+// Masking ops: masked_fill and where select elementwise under a b8 mask (numpy broadcasting);
+// triu/tril keep one triangle of the last two dims; causal_mask builds attention's (T, T) mask.
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/kernels/broadcast.h"
+#include "engine/ops.h"
 #include "engine/registry.h"
+
 namespace ag {
-void register_mask_ops(Registry&) {}
+
+namespace {
+
+void check_mask(std::string_view op, std::string_view what, const Tensor& mask) {
+  AG_CHECK(mask.defined(), "{}: the {} is undefined", op, what);
+  AG_CHECK(mask.dtype() == DType::b8, "{}: expected a b8 (bool) {}, got {} of shape {} (build one with gt/lt)", op,
+           what, dtype_name(mask.dtype()), shape_str(mask.shape()));
+}
+
+void check_floating(std::string_view op, std::string_view what, const Tensor& x) {
+  AG_CHECK(x.defined(), "{}: the {} is undefined", op, what);
+  AG_CHECK(is_floating(x.dtype()), "{}: expected a floating {} (f32 or f64), got {} of shape {}", op, what,
+           dtype_name(x.dtype()), shape_str(x.shape()));
+}
+
+// True if `from` broadcasts to exactly `to` (numpy rules, `to` unchanged).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i]) return false;
+  return true;
+}
+
+// Calls f.template operator()<T>() with T the C++ type of any dtype (triu/tril also shape masks).
+template <typename F>
+void dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+    case DType::b8:
+      return f.template operator()<bool>();
+  }
+}
+
+// Keeps x[..., i, j] where keep(j - i) holds, zero elsewhere. Parallel over rows of the last dim.
+template <typename Keep>
+Tensor triangle_kernel(std::string_view op, const Tensor& x, Keep keep) {
+  AG_CHECK(x.defined(), "{}: the input is undefined", op);
+  AG_CHECK(x.dim() >= 2, "{}: expected a tensor with at least 2 dims (a matrix or a batch of them), got shape {}", op,
+           shape_str(x.shape()));
+  const int64_t rows = x.size(-2);
+  const int64_t cols = x.size(-1);
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_any(x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const int64_t total_rows = cols == 0 ? 0 : x.numel() / cols;
+    parallel_for(total_rows, cols, [&](int64_t r) {
+      const int64_t i = r % rows;  // row within its matrix
+      for (int64_t j = 0; j < cols; ++j) po[r * cols + j] = keep(j - i) ? px[r * cols + j] : T(0);
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_floating("masked_fill", "input", x);
+  check_mask("masked_fill", "mask", mask);
+  AG_CHECK(broadcasts_to(mask.shape(), x.shape()),
+           "masked_fill: the mask of shape {} does not broadcast to the input's shape {}", shape_str(mask.shape()),
+           shape_str(x.shape()));
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), "masked_fill", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const bool* pm = mask.data<bool>();
+    T* po = out.data<T>();
+    const T fill = static_cast<T>(value);
+    for_each_broadcast<2>(out.shape(), {x.shape(), mask.shape()},
+                          [&](int64_t i, const std::array<int64_t, 2>& at) { po[i] = pm[at[1]] ? fill : px[at[0]]; });
+  });
+  record(out, "MaskedFillBackward", {x}, {mask}, [](const BackwardContext& c) {
+    // out = mask ? value : x  →  dx = g where the mask is false, 0 where it is true
+    return std::vector<Tensor>{masked_fill(c.grad, c.saved[0], 0.0)};
+  });
+  return out;
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  check_mask("where", "condition", condition);
+  check_floating("where", "first operand", a);
+  check_floating("where", "second operand", b);
+  AG_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: {} {} and {} {} (convert one with ag::to)",
+           dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()));
+  const Shape shape = broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+  Tensor out = empty(shape, a.dtype());
+  dispatch_floating(a.dtype(), "where", [&]<typename T>() {
+    const bool* pc = condition.data<bool>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    for_each_broadcast<3>(
+        shape, {condition.shape(), a.shape(), b.shape()},
+        [&](int64_t i, const std::array<int64_t, 3>& at) { po[i] = pc[at[0]] ? pa[at[1]] : pb[at[2]]; });
+  });
+  record(out, "WhereBackward", {a, b}, {condition}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
+    // out = condition ? a : b  →  da = g where condition (summed to a's shape), db = g elsewhere
+    const Tensor& condition = c.saved[0];
+    const Tensor zero = zeros({}, c.grad.dtype());
+    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(where(condition, c.grad, zero), sa) : Tensor(),
+                               c.needs_grad[1] ? sum_to(where(condition, zero, c.grad), sb) : Tensor()};
+  });
+  return out;
+}
+
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  Tensor out = triangle_kernel("triu", x, [diagonal](int64_t offset) { return offset >= diagonal; });
+  record(out, "TriuBackward", {x}, {}, [diagonal](const BackwardContext& c) {
+    // out = x on and above the diagonal-th diagonal, 0 below
+    return std::vector<Tensor>{triu(c.grad, diagonal)};
+  });
+  return out;
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  Tensor out = triangle_kernel("tril", x, [diagonal](int64_t offset) { return offset <= diagonal; });
+  record(out, "TrilBackward", {x}, {}, [diagonal](const BackwardContext& c) {
+    // out = x on and below the diagonal-th diagonal, 0 above
+    return std::vector<Tensor>{tril(c.grad, diagonal)};
+  });
+  return out;
+}
+
+Tensor causal_mask(int64_t size) {
+  AG_CHECK(size >= 0, "causal_mask: expected a non-negative sequence length, got {}", size);
+  Tensor out = empty({size, size}, DType::b8);
+  bool* po = out.data<bool>();
+  for (int64_t i = 0; i < size; ++i)
+    for (int64_t j = 0; j < size; ++j) po[i * size + j] = j > i;  // j is in i's future
+  return out;
+}
+
+void register_mask_ops(Registry& registry) {
+  // A random b8 tensor, about half true.
+  auto random_mask = [](const Shape& shape, Generator& gen) { return gt(rand(shape, DType::f64, gen), 0.5); };
+
+  // masked_fill: x real, mask broadcast to x. The fill value is finite: a -inf in the output
+  // would make the checked sum Σ v ⊙ out infinite.
+  registry.add({"masked_fill",
+                [](const auto& in) { return masked_fill(in[0], in[1], -0.75); },
+                [random_mask](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+                  Tensor x = draw(shapes[0], {}, gen, dtype).requires_grad_();
+                  return std::vector<Tensor>{x, random_mask(shapes[1], gen)};
+                },
+                {{{2, 3, 4}, {3, 4}}, {{2, 3, 4}, {2, 1, 4}}, {{3, 4}, {3, 4}}, {{5}, {}}, {{1}, {1}}}});
+
+  // where: condition b8, then two real operands; all three broadcast together.
+  registry.add({"where",
+                [](const auto& in) { return where(in[0], in[1], in[2]); },
+                [random_mask](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+                  return std::vector<Tensor>{random_mask(shapes[0], gen),
+                                             draw(shapes[1], {}, gen, dtype).requires_grad_(),
+                                             draw(shapes[2], {}, gen, dtype).requires_grad_()};
+                },
+                {{{3, 4}, {3, 4}, {3, 4}},
+                 {{2, 3, 4}, {3, 1}, {4}},
+                 {{3, 1}, {1, 4}, {2, 1, 1}},
+                 {{4}, {2, 1}, {}},
+                 {{}, {5}, {}}}});
+
+  const std::vector<std::vector<Shape>> matrices = {{{4, 4}}, {{3, 5}}, {{5, 3}}, {{2, 4, 3}}, {{1, 1}}};
+  registry.add({"triu", [](const auto& in) { return triu(in[0]); }, real_inputs(), matrices});
+  registry.add({"triu_diagonal_1", [](const auto& in) { return triu(in[0], 1); }, real_inputs(), matrices});
+  registry.add({"triu_diagonal_m1", [](const auto& in) { return triu(in[0], -1); }, real_inputs(), matrices});
+  registry.add({"tril", [](const auto& in) { return tril(in[0]); }, real_inputs(), matrices});
+  registry.add({"tril_diagonal_1", [](const auto& in) { return tril(in[0], 1); }, real_inputs(), matrices});
+  registry.add({"tril_diagonal_m1", [](const auto& in) { return tril(in[0], -1); }, real_inputs(), matrices});
+}
+
 }  // namespace ag

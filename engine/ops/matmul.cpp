@@ -1,5 +1,201 @@
-// PLACEHOLDER: being written (ops family matmul).
+// Matrix products like torch.matmul: 1-D operands are promoted to matrices (a vector on the left
+// becomes a (1, K) row, on the right a (K, 1) column, and the added dim is removed from the result);
+// N-D operands are stacks of matrices whose batch dims broadcast. transpose_a / transpose_b read an
+// operand's last two dims swapped, without a copy: Q·Kᵀ is matmul(q, k, false, true).
+#include <algorithm>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/kernels/broadcast.h"
+#include "engine/ops.h"
 #include "engine/registry.h"
+
 namespace ag {
-void register_matmul_ops(Registry&) {}
+
+namespace {
+
+// The shapes of one product. "Stored" shapes are the operands' own (promoted) shapes; the flags
+// say whether the kernel reads their last two dims swapped.
+struct MatmulPlan {
+  Shape a_shape;    // a promoted: (..., M, K), or (..., K, M) when ta
+  Shape b_shape;    // b promoted: (..., K, N), or (..., N, K) when tb
+  Shape batch;      // the broadcast batch dims
+  Shape out_shape;  // batch + (M, N), without the dims added by promotion
+  int64_t m = 0, k = 0, n = 0;
+  bool ta = false, tb = false;  // false for a 1-D operand: a vector is its own transpose
+};
+
+std::string operand_str(const Tensor& t, bool transposed) { return shape_str(t.shape()) + (transposed ? "ᵀ" : ""); }
+
+MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  AG_CHECK(a.defined() && b.defined(), "matmul: an operand is undefined");
+  AG_CHECK(a.dim() >= 1 && b.dim() >= 1,
+           "matmul: both operands need at least 1 dim, got {} @ {} (use mul to scale by a 0-d tensor)",
+           shape_str(a.shape()), shape_str(b.shape()));
+  AG_CHECK(is_floating(a.dtype()) && is_floating(b.dtype()),
+           "matmul: expected floating operands (f32 or f64), got {} {} @ {} {}", dtype_name(a.dtype()),
+           shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()));
+  AG_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: {} {} @ {} {} (convert one with ag::to)",
+           dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()));
+  MatmulPlan p;
+  p.ta = transpose_a && a.dim() >= 2;
+  p.tb = transpose_b && b.dim() >= 2;
+  p.a_shape = a.shape();
+  if (a.dim() == 1) p.a_shape.insert(p.a_shape.begin(), 1);  // (K) → (1, K)
+  p.b_shape = b.shape();
+  if (b.dim() == 1) p.b_shape.push_back(1);  // (K) → (K, 1)
+  const size_t ra = p.a_shape.size(), rb = p.b_shape.size();
+  p.m = p.ta ? p.a_shape[ra - 1] : p.a_shape[ra - 2];
+  const int64_t ka = p.ta ? p.a_shape[ra - 2] : p.a_shape[ra - 1];
+  const int64_t kb = p.tb ? p.b_shape[rb - 1] : p.b_shape[rb - 2];
+  p.n = p.tb ? p.b_shape[rb - 2] : p.b_shape[rb - 1];
+  AG_CHECK(ka == kb, "matmul: inner dimensions differ: {} @ {}", operand_str(a, p.ta), operand_str(b, p.tb));
+  p.k = ka;
+
+  const Shape batch_a(p.a_shape.begin(), p.a_shape.end() - 2);
+  const Shape batch_b(p.b_shape.begin(), p.b_shape.end() - 2);
+  const size_t rank = std::max(batch_a.size(), batch_b.size());
+  p.batch.resize(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - batch_a.size() ? 1 : batch_a[i - (rank - batch_a.size())];
+    const int64_t db = i < rank - batch_b.size() ? 1 : batch_b[i - (rank - batch_b.size())];
+    AG_CHECK(da == db || da == 1 || db == 1,
+             "matmul: batch dims {} and {} cannot be broadcast ({} vs {} at batch dim {}) in {} @ {}",
+             shape_str(batch_a), shape_str(batch_b), da, db, i, shape_str(a.shape()), shape_str(b.shape()));
+    p.batch[i] = da == 1 ? db : da;
+  }
+  p.out_shape = p.batch;
+  if (a.dim() >= 2) p.out_shape.push_back(p.m);
+  if (b.dim() >= 2) p.out_shape.push_back(p.n);
+  return p;
+}
+
+// out (batch, M, N) = A @ B, one output row per parallel item: no sums across threads, so the
+// result does not depend on the thread count.
+template <typename T>
+void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p) {
+  const int64_t M = p.m, K = p.k, N = p.n;
+  const Shape batch_a(p.a_shape.begin(), p.a_shape.end() - 2);
+  const Shape batch_b(p.b_shape.begin(), p.b_shape.end() - 2);
+  const Shape stride_a = broadcast_strides(batch_a, p.batch);  // in matrices
+  const Shape stride_b = broadcast_strides(batch_b, p.batch);
+  const int64_t batch_rank = static_cast<int64_t>(p.batch.size());
+  parallel_for(numel(p.batch) * M, K * N, [&](int64_t row) {
+    const int64_t i = row % M;
+    int64_t rest = row / M, matrix_a = 0, matrix_b = 0;
+    for (int64_t d = batch_rank - 1; d >= 0; --d) {
+      const int64_t index = rest % p.batch[d];
+      rest /= p.batch[d];
+      matrix_a += index * stride_a[d];
+      matrix_b += index * stride_b[d];
+    }
+    const T* A = pa + matrix_a * M * K;  // (M, K), or (K, M) when ta
+    const T* B = pb + matrix_b * K * N;  // (K, N), or (N, K) when tb
+    T* out = po + row * N;               // (N)
+    if (!p.tb) {
+      // i-k-j: out[i, :] += A[i, k] · B[k, :], rows of B read contiguously.
+      std::fill(out, out + N, T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const T av = p.ta ? A[k * M + i] : A[i * K + k];
+        const T* brow = B + k * N;
+        for (int64_t j = 0; j < N; ++j) out[j] += av * brow[j];
+      }
+    } else {
+      // B stored (N, K): out[i, j] = A[i, :] · B_stored[j, :], both contiguous.
+      const T* arow = A + i * K;
+      std::vector<T> column;
+      if (p.ta) {  // A stored (K, M): gather its column i once
+        column.resize(K);
+        for (int64_t k = 0; k < K; ++k) column[k] = A[k * M + i];
+        arow = column.data();
+      }
+      for (int64_t j = 0; j < N; ++j) {
+        const T* brow = B + j * K;
+        T acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += arow[k] * brow[k];
+        out[j] = acc;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  const MatmulPlan plan = plan_matmul(a, b, transpose_a, transpose_b);
+  Tensor out = empty(plan.out_shape, a.dtype());
+  dispatch_floating(a.dtype(), "matmul",
+                    [&]<typename T>() { matmul_kernel<T>(a.data<T>(), b.data<T>(), out.data<T>(), plan); });
+  record(out, "MatmulBackward", {a, b}, {a, b}, [plan](const BackwardContext& c) {
+    // out = A @ B, with A = a or aᵀ (ta) and B = b or bᵀ (tb), 1-D operands promoted
+    //   →  dA = G @ Bᵀ and dB = Aᵀ @ G, summed over the batch dims an operand was broadcast along.
+    const Tensor& a = c.saved[0];
+    const Tensor& b = c.saved[1];
+    const Tensor a_p = reshape(a, plan.a_shape);  // (..., M, K) or (..., K, M)
+    const Tensor b_p = reshape(b, plan.b_shape);  // (..., K, N) or (..., N, K)
+    Shape g_shape = plan.batch;
+    g_shape.push_back(plan.m);
+    g_shape.push_back(plan.n);
+    const Tensor g = reshape(c.grad, g_shape);  // (batch, M, N)
+    Tensor da, db;
+    if (c.needs_grad[0]) {
+      // dA = G @ Bᵀ; when a is stored transposed, da = dAᵀ = B @ Gᵀ.
+      da = plan.ta ? matmul(b_p, g, plan.tb, true) : matmul(g, b_p, false, !plan.tb);
+      da = reshape(sum_to(da, plan.a_shape), a.shape());
+    }
+    if (c.needs_grad[1]) {
+      const bool b_unbatched = numel(Shape(plan.b_shape.begin(), plan.b_shape.end() - 2)) == 1;
+      if (b_unbatched && !plan.batch.empty() && !plan.ta) {
+        // One matrix b under a batch of a (a Linear layer): fold the batch into the rows,
+        // dB = A_flatᵀ @ G_flat, one product instead of a batch of them summed.
+        const int64_t rows = numel(plan.batch) * plan.m;
+        const Tensor a_flat = reshape(a_p, {rows, plan.k});  // (rows, K)
+        const Tensor g_flat = reshape(g, {rows, plan.n});    // (rows, N)
+        db = plan.tb ? matmul(g_flat, a_flat, true, false) : matmul(a_flat, g_flat, true, false);
+      } else {
+        // dB = Aᵀ @ G; when b is stored transposed, db = dBᵀ = Gᵀ @ A.
+        db = plan.tb ? matmul(g, a_p, true, plan.ta) : matmul(a_p, g, !plan.ta, false);
+        db = sum_to(db, plan.b_shape);
+      }
+      db = reshape(db, b.shape());
+    }
+    return std::vector<Tensor>{da, db};
+  });
+  return out;
+}
+
+void register_matmul_ops(Registry& registry) {
+  auto product = [](bool ta, bool tb) {
+    return [ta, tb](const std::vector<Tensor>& in) { return matmul(in[0], in[1], ta, tb); };
+  };
+  // Shapes are the operands' stored shapes: for matmul_ta, a is (K, M).
+  registry.add(
+      {"matmul",
+       product(false, false),
+       real_inputs(),
+       {{{3, 4}, {4, 5}}, {{5, 7}, {7, 3}}, {{1, 1}, {1, 1}}, {{1, 4}, {4, 1}}, {{4, 1}, {1, 3}}, {{3, 1}, {1, 1}}}});
+  registry.add({"matmul_vector",
+                product(false, false),
+                real_inputs(),
+                {{{4}, {4, 3}}, {{3, 4}, {4}}, {{5}, {5}}, {{1}, {1}}, {{3}, {2, 3, 2}}, {{2, 3, 4}, {4}}}});
+  registry.add({"matmul_batched",
+                product(false, false),
+                real_inputs(),
+                {{{2, 3, 4}, {2, 4, 5}},
+                 {{2, 1, 3, 4}, {5, 4, 6}},
+                 {{2, 3, 4}, {4, 5}},
+                 {{3, 4}, {2, 4, 5}},
+                 {{1, 3, 2}, {3, 2, 2}},
+                 {{3, 1, 2, 3}, {1, 2, 3, 2}}}});
+  const std::vector<std::vector<Shape>> ta_shapes = {
+      {{4, 3}, {4, 5}}, {{1, 1}, {1, 2}}, {{4}, {4, 3}}, {{2, 4, 3}, {4, 5}}, {{2, 1, 4, 3}, {3, 4, 2}}};
+  const std::vector<std::vector<Shape>> tb_shapes = {
+      {{3, 4}, {5, 4}}, {{2, 1}, {1, 1}}, {{3, 4}, {4}}, {{2, 3, 4}, {5, 4}}, {{2, 1, 3, 4}, {3, 2, 4}}};
+  const std::vector<std::vector<Shape>> tatb_shapes = {
+      {{4, 3}, {5, 4}}, {{1, 2}, {3, 1}}, {{2, 4, 3}, {5, 4}}, {{4, 3}, {2, 5, 4}}, {{2, 1, 4, 3}, {3, 2, 4}}};
+  registry.add({"matmul_ta", product(true, false), real_inputs(), ta_shapes});
+  registry.add({"matmul_tb", product(false, true), real_inputs(), tb_shapes});
+  registry.add({"matmul_tatb", product(true, true), real_inputs(), tatb_shapes});
+}
+
 }  // namespace ag

@@ -1,5 +1,135 @@
-// PLACEHOLDER: being written (ops family norm).
+// Normalisation: layer_norm over the trailing dims, as torch.nn.functional.layer_norm.
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/kernels/parallel.h"
+#include "engine/ops.h"
 #include "engine/registry.h"
+
 namespace ag {
-void register_norm_ops(Registry&) {}
+
+namespace {
+
+// A weight or bias: absent, or a floating tensor of x's dtype and exactly normalized_shape.
+void check_affine(std::string_view what, const Tensor& t, const Tensor& x, const Shape& normalized_shape) {
+  if (!t.defined()) return;
+  AG_CHECK(t.dtype() == x.dtype(), "layer_norm: {} has dtype {}, but the input has dtype {} (convert one with ag::to)",
+           what, dtype_name(t.dtype()), dtype_name(x.dtype()));
+  AG_CHECK(t.shape() == normalized_shape, "layer_norm: {} has shape {}, expected normalized_shape {}", what,
+           shape_str(t.shape()), shape_str(normalized_shape));
+}
+
+}  // namespace
+
+// Note [layer_norm backward and its statistics]
+// The forward saves mean and rstd (keepdim shape, e.g. (B, T, 1)) so that the first-order
+// backward does not recompute them. They are constants, though: a backward built on them is
+// exact, but its own derivative w.r.t. x would miss the paths through mean and rstd. So when
+// the backward itself is being recorded (create_graph, and x requires grad) it recomputes
+// mean and rstd from x with engine ops, and double backward is exact.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  AG_CHECK(x.defined(), "layer_norm: the input is undefined");
+  AG_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input (f32 or f64), got {} of shape {}",
+           dtype_name(x.dtype()), shape_str(x.shape()));
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  AG_CHECK(k >= 1, "layer_norm: normalized_shape must have at least one dim, got {} (input shape {})",
+           shape_str(normalized_shape), shape_str(x.shape()));
+  AG_CHECK(k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+           "layer_norm: normalized_shape {} does not match the trailing dims of the input shape {}",
+           shape_str(normalized_shape), shape_str(x.shape()));
+  AG_CHECK(eps >= 0, "layer_norm: expected eps >= 0, got {}", eps);
+  check_affine("weight", weight, x, normalized_shape);
+  check_affine("bias", bias, x, normalized_shape);
+
+  const int64_t cols = numel(normalized_shape);  // elements normalised together
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  Shape stat_shape = x.shape();  // keepdim: (leading..., 1, ..., 1)
+  std::vector<int64_t> dims;     // the normalised dims
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) {
+    stat_shape[d] = 1;
+    dims.push_back(d);
+  }
+  Tensor out = empty(x.shape(), x.dtype());
+  Tensor mean_t = empty(stat_shape, x.dtype());
+  Tensor rstd_t = empty(stat_shape, x.dtype());
+  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T* po = out.data<T>();
+    T* pm = mean_t.data<T>();
+    T* pr = rstd_t.data<T>();
+    parallel_for(rows, 4 * cols, [&](int64_t r) {
+      const T* row = px + r * cols;
+      double mean = 0;
+      for (int64_t j = 0; j < cols; ++j) mean += row[j];
+      mean /= static_cast<double>(cols);
+      double var = 0;  // biased, two passes: no cancellation for large means
+      for (int64_t j = 0; j < cols; ++j) var += (row[j] - mean) * (row[j] - mean);
+      var /= static_cast<double>(cols);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      pm[r] = static_cast<T>(mean);
+      pr[r] = static_cast<T>(rstd);
+      T* orow = po + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        double v = (row[j] - mean) * rstd;  // xhat
+        if (pw) v *= pw[j];
+        if (pb) v += pb[j];
+        orow[j] = static_cast<T>(v);
+      }
+    });
+  });
+  record(out, "LayerNormBackward", {x, weight, bias}, {x, weight, mean_t, rstd_t},
+         [dims, eps, normalized_shape](const BackwardContext& c) {
+           // out = xhat * w + b,  xhat = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)
+           const Tensor& g = c.grad;
+           const Tensor& x = c.saved[0];
+           const Tensor& w = c.saved[1];
+           Tensor mean_x = c.saved[2];
+           Tensor rstd = c.saved[3];
+           if (grad_enabled() && x.requires_grad()) {  // see Note [layer_norm backward and its statistics]
+             mean_x = mean(x, dims, true);
+             const Tensor centered = x - mean_x;
+             rstd = pow(add(mean(centered * centered, dims, true), eps), -0.5);
+           }
+           std::vector<Tensor> grads(3);
+           if (!c.needs_grad[0] && !c.needs_grad[1] && !c.needs_grad[2]) return grads;
+           const Tensor xhat = (x - mean_x) * rstd;
+           if (c.needs_grad[0]) {
+             // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) over the normalised dims
+             const Tensor dxhat = w.defined() ? g * w : g;
+             grads[0] = rstd * (dxhat - mean(dxhat, dims, true) - xhat * mean(dxhat * xhat, dims, true));
+           }
+           if (c.needs_grad[1]) grads[1] = sum_to(g * xhat, normalized_shape);  // out = xhat * w + b
+           if (c.needs_grad[2]) grads[2] = sum_to(g, normalized_shape);
+           return grads;
+         });
+  return out;
+}
+
+void register_norm_ops(Registry& registry) {
+  // Normalised sizes ≥ 3: over 1 element xhat is 0, over 2 it is ±1 whatever x is (a gradient
+  // near 0 that finite differences resolve poorly).
+  // With weight and bias: normalized_shape is the weight's shape.
+  registry.add({"layer_norm",
+                [](const auto& in) { return layer_norm(in[0], in[1].shape(), in[1], in[2]); },
+                real_inputs(),
+                {{{3, 4}, {4}, {4}}, {{2, 3, 5}, {3, 5}, {3, 5}}, {{5, 3}, {3}, {3}}, {{7}, {7}, {7}}}});
+  registry.add({"layer_norm_weight_only",
+                [](const auto& in) { return layer_norm(in[0], in[1].shape(), in[1]); },
+                real_inputs(),
+                {{{3, 4}, {4}}, {{2, 3, 5}, {3, 5}}}});
+  registry.add({"layer_norm_no_affine",
+                [](const auto& in) { return layer_norm(in[0], {in[0].size(-1)}); },
+                real_inputs(),
+                {{{3, 4}}, {{2, 3, 5}}, {{1, 5}}}});
+  registry.add({"layer_norm_no_affine_last2",
+                [](const auto& in) {
+                  return layer_norm(in[0], {in[0].size(-2), in[0].size(-1)}, {}, {}, 1e-3);
+                },
+                real_inputs(),
+                {{{2, 3, 5}}, {{3, 3}}}});
+}
+
 }  // namespace ag

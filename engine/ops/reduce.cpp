@@ -57,7 +57,8 @@ template <typename Visit>
 void for_each_reduced(const Shape& in_shape, const ReducePlan& plan, Visit&& visit, int64_t out_count) {
   const Shape strides = contiguous_strides(in_shape);
   std::vector<int64_t> kept_dims, reduced_dims;
-  for (int64_t d = 0; d < static_cast<int64_t>(in_shape.size()); ++d) (plan.reduced[d] ? reduced_dims : kept_dims).push_back(d);
+  for (int64_t d = 0; d < static_cast<int64_t>(in_shape.size()); ++d)
+    (plan.reduced[d] ? reduced_dims : kept_dims).push_back(d);
   parallel_for(out_count, plan.reduced_count, [&](int64_t o) {
     int64_t base = 0;
     int64_t rest = o;
@@ -85,7 +86,8 @@ Tensor sum_kernel(const Tensor& x, const ReducePlan& plan, double scale) {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     std::vector<double> acc(out.numel(), 0.0);
-    for_each_reduced(x.shape(), plan, [&](int64_t o, int64_t i) { acc[o] += px[i]; }, out.numel());
+    for_each_reduced(
+        x.shape(), plan, [&](int64_t o, int64_t i) { acc[o] += px[i]; }, out.numel());
     for (int64_t o = 0; o < out.numel(); ++o) po[o] = static_cast<T>(acc[o] * scale);
   });
   return out;
@@ -223,7 +225,11 @@ void register_reduce_ops(Registry& registry) {
   const std::vector<std::vector<Shape>> shapes = {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{7}}};
   const Domain distinct{.distinct = true};
   registry.add({"sum", [](const auto& in) { return sum(in[0]); }, real_inputs(), shapes});
-  registry.add({"sum_dims", [](const auto& in) { return sum(in[0], {0, -1}, false); }, real_inputs(),
+  registry.add({"sum_dims",
+                [](const auto& in) {
+                  return sum(in[0], {0, -1}, false);
+                },
+                real_inputs(),
                 {{{3, 4}}, {{2, 3, 5}}, {{1, 1}}}});
   registry.add({"sum_keepdim", [](const auto& in) { return sum(in[0], {-1}, true); }, real_inputs(), shapes});
   registry.add({"mean", [](const auto& in) { return mean(in[0]); }, real_inputs(), shapes});
@@ -232,9 +238,17 @@ void register_reduce_ops(Registry& registry) {
   registry.add({"max_dim", [](const auto& in) { return max(in[0], -1, false); }, real_inputs(distinct), shapes});
   registry.add({"min", [](const auto& in) { return min(in[0]); }, real_inputs(distinct), shapes});
   registry.add({"min_dim", [](const auto& in) { return min(in[0], 0, true); }, real_inputs(distinct), shapes});
-  registry.add({"broadcast_to", [](const auto& in) { return broadcast_to(in[0], {2, 3, 4}); }, real_inputs(),
+  registry.add({"broadcast_to",
+                [](const auto& in) {
+                  return broadcast_to(in[0], {2, 3, 4});
+                },
+                real_inputs(),
                 {{{3, 4}}, {{3, 1}}, {{4}}, {{}}}});
-  registry.add({"sum_to", [](const auto& in) { return sum_to(in[0], {3, 1}); }, real_inputs(),
+  registry.add({"sum_to",
+                [](const auto& in) {
+                  return sum_to(in[0], {3, 1});
+                },
+                real_inputs(),
                 {{{3, 4}}, {{2, 3, 5}}, {{3, 1}}}});
 }
 

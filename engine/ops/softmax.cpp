@@ -1,5 +1,111 @@
-// PLACEHOLDER: being written (ops family softmax).
+// softmax and log_softmax over one dim, numerically stable (the row's max is subtracted first).
+// Like PyTorch: a -inf entry gets exactly 0 weight (log-weight -inf); a row that is all -inf
+// gives NaN, since it has no finite entry to normalise by.
+#include <cmath>
+#include <limits>
+
+#include "engine/autograd.h"
+#include "engine/kernels/parallel.h"
+#include "engine/ops.h"
 #include "engine/registry.h"
+
 namespace ag {
-void register_softmax_ops(Registry&) {}
+
+namespace {
+
+// x viewed as (outer, size, inner) around the softmax dim: a "row" is the `size` elements
+// outer·size·inner + k·inner + i for k in [0, size).
+struct RowPlan {
+  int64_t dim = 0;
+  int64_t outer = 1;
+  int64_t size = 1;
+  int64_t inner = 1;
+};
+
+RowPlan plan_rows(std::string_view op, const Tensor& x, int64_t dim) {
+  AG_CHECK(x.defined(), "{}: the input is undefined", op);
+  AG_CHECK(is_floating(x.dtype()), "{}: expected a floating tensor (f32 or f64), got {} of shape {}", op,
+           dtype_name(x.dtype()), shape_str(x.shape()));
+  RowPlan p;
+  p.dim = normalize_dim(op, dim, x.dim());
+  if (x.dim() == 0) return p;  // a 0-d tensor is one row of one element
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const int64_t s = x.shape()[d];
+    if (d < p.dim) p.outer *= s;
+    if (d == p.dim) p.size = s;
+    if (d > p.dim) p.inner *= s;
+  }
+  return p;
+}
+
+// Per row, with max = the row's max and Σ = Σ_k exp(x_k - max):
+// log = false: y = exp(x - max) / Σ;  log = true: y = x - max - log Σ.
+Tensor softmax_kernel(std::string_view op, const Tensor& x, const RowPlan& p, bool log) {
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const int64_t size = p.size, inner = p.inner;
+    parallel_for(p.outer * inner, 4 * size, [&](int64_t row) {
+      const int64_t base = (row / inner) * size * inner + row % inner;
+      const T* in = px + base;
+      T* y = po + base;
+      T max = -std::numeric_limits<T>::infinity();
+      for (int64_t k = 0; k < size; ++k) max = std::max(max, in[k * inner]);
+      // A NaN anywhere makes the row NaN, as in PyTorch (std::max above skips NaN).
+      T total = 0;
+      for (int64_t k = 0; k < size; ++k) {
+        const T e = std::exp(in[k * inner] - max);  // all -inf row: exp(-inf + inf) = NaN
+        if (!log) y[k * inner] = e;
+        total += e;
+      }
+      if (log) {
+        // (x - max) first: subtracting max + log Σ in one go would round at max's magnitude.
+        const T log_total = std::log(total);
+        for (int64_t k = 0; k < size; ++k) y[k * inner] = (in[k * inner] - max) - log_total;
+      } else {
+        const T scale = T(1) / total;
+        for (int64_t k = 0; k < size; ++k) y[k * inner] *= scale;
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  const RowPlan plan = plan_rows("softmax", x, dim);
+  Tensor out = softmax_kernel("softmax", x, plan, false);
+  record(out, "SoftmaxBackward", {x}, {out}, [d = plan.dim](const BackwardContext& c) {
+    // y = exp(x - max) / Σ_dim exp(x - max)  →  dx = y ⊙ (g − Σ_dim(g ⊙ y))
+    const Tensor& y = c.saved[0];
+    return std::vector<Tensor>{mul(y, sub(c.grad, sum(mul(c.grad, y), {d}, true)))};
+  });
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  const RowPlan plan = plan_rows("log_softmax", x, dim);
+  Tensor out = softmax_kernel("log_softmax", x, plan, true);
+  record(out, "LogSoftmaxBackward", {x}, {out}, [d = plan.dim](const BackwardContext& c) {
+    // y = x - max - log Σ_dim exp(x - max)  →  dx = g − exp(y) ⊙ Σ_dim g
+    const Tensor& y = c.saved[0];
+    return std::vector<Tensor>{sub(c.grad, mul(exp(y), sum(c.grad, {d}, true)))};
+  });
+  return out;
+}
+
+void register_softmax_ops(Registry& registry) {
+  const std::vector<std::vector<Shape>> last = {{{5}}, {{3, 4}}, {{2, 3, 4}}, {{1}}, {{3, 1}}, {{}}};
+  const std::vector<std::vector<Shape>> first = {{{5}}, {{3, 4}}, {{2, 3, 4}}, {{1, 4}}, {{1}}};
+  const std::vector<std::vector<Shape>> second = {{{3, 4}}, {{2, 3, 4}}, {{2, 1, 3}}, {{4, 1}}};
+  registry.add({"softmax", [](const auto& in) { return softmax(in[0], -1); }, real_inputs(), last});
+  registry.add({"softmax_dim0", [](const auto& in) { return softmax(in[0], 0); }, real_inputs(), first});
+  registry.add({"softmax_dim1", [](const auto& in) { return softmax(in[0], 1); }, real_inputs(), second});
+  registry.add({"log_softmax", [](const auto& in) { return log_softmax(in[0], -1); }, real_inputs(), last});
+  registry.add({"log_softmax_dim0", [](const auto& in) { return log_softmax(in[0], 0); }, real_inputs(), first});
+  registry.add({"log_softmax_dim1", [](const auto& in) { return log_softmax(in[0], 1); }, real_inputs(), second});
+}
+
 }  // namespace ag

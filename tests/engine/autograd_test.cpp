@@ -1,7 +1,8 @@
 // The backward walk: accumulation, hooks, retain_graph, versions, no cycles, deep graphs.
+#include "engine/autograd.h"
+
 #include <gtest/gtest.h>
 
-#include "engine/autograd.h"
 #include "engine/ops.h"
 #include "tests/test_util.h"
 

@@ -1,8 +1,9 @@
 // Every registered op, on every one of its shape sets, against finite differences (f64).
+#include "engine/gradcheck.h"
+
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
-#include "engine/gradcheck.h"
 #include "engine/ops.h"
 
 namespace ag {
@@ -49,7 +50,8 @@ TEST_P(RegisteredOp, F32ForwardAgreesWithF64) {
   const Tensor out32 = c.op->fn(inputs32);
   ASSERT_EQ(out32.shape(), out64.shape());
   const std::vector<double> a = out32.to_vector(), b = out64.to_vector();
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 + 1e-4 * std::abs(b[i])) << c.op->name << " at " << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-4 + 1e-4 * std::abs(b[i])) << c.op->name << " at " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, RegisteredOp, testing::ValuesIn(all_cases()), case_name);

@@ -1,1 +1,226 @@
-// being written
+// matmul: hand-computed products, seed 003's attention scores, 1-D promotion, broadcast batch
+// dims, the four transpose-flag combinations against a naive reference, the parallel path,
+// gradient shapes, and error messages. Gradients are checked numerically for every registered
+// op by gradcheck_tests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "tests/test_util.h"
+
+namespace ag {
+namespace {
+
+// Naive reference for 3-D operands with equal batch: out[b] = op(a[b]) @ op(b[b]), written
+// directly from the definition with the transposes resolved by index arithmetic.
+std::vector<double> naive_batched(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const std::vector<double> va = a.to_vector(), vb = b.to_vector();
+  const int64_t batch = a.size(0);
+  const int64_t ra = a.size(1), ca = a.size(2), rb = b.size(1), cb = b.size(2);
+  const int64_t m = ta ? ca : ra, k = ta ? ra : ca, n = tb ? rb : cb;
+  std::vector<double> out(batch * m * n, 0.0);
+  for (int64_t s = 0; s < batch; ++s)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = ta ? va[s * ra * ca + p * ca + i] : va[s * ra * ca + i * ca + p];
+          const double y = tb ? vb[s * rb * cb + j * cb + p] : vb[s * rb * cb + p * cb + j];
+          acc += x * y;
+        }
+        out[s * m * n + i * n + j] = acc;
+      }
+  return out;
+}
+
+TEST(MatmulOps, TwoByThreeTimesThreeByTwo) {
+  const Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = tensor({7, 8, 9, 10, 11, 12}, {3, 2});
+  const Tensor out = matmul(a, b);
+  EXPECT_EQ(out.shape(), Shape({2, 2}));
+  EXPECT_EQ(out.to_vector(), std::vector<double>({58, 64, 139, 154}));
+}
+
+TEST(MatmulOps, TransposeFlagsReadTheStoredOperandSwapped) {
+  const Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor a_t = tensor({1, 4, 2, 5, 3, 6}, {3, 2});  // aᵀ stored
+  const Tensor b = tensor({7, 8, 9, 10, 11, 12}, {3, 2});
+  const Tensor b_t = tensor({7, 9, 11, 8, 10, 12}, {2, 3});  // bᵀ stored
+  const std::vector<double> expected = {58, 64, 139, 154};
+  EXPECT_EQ(matmul(a_t, b, true, false).to_vector(), expected);
+  EXPECT_EQ(matmul(a, b_t, false, true).to_vector(), expected);
+  EXPECT_EQ(matmul(a_t, b_t, true, true).to_vector(), expected);
+  EXPECT_EQ(matmul(a_t, b_t, true, true).shape(), Shape({2, 2}));
+  // aᵀ @ aᵀᵀ: (3,2) stored read as (2,3)... and (3,3) = aᵀ @ a
+  EXPECT_EQ(matmul(a, a, true, false).to_vector(), std::vector<double>({17, 22, 27, 22, 29, 36, 27, 36, 45}));
+}
+
+TEST(MatmulOps, VectorOperandsArePromotedAndTheAddedDimRemoved) {
+  const Tensor v = tensor({1, 2, 3}, {3});
+  const Tensor w = tensor({4, 5, 6}, {3});
+  const Tensor dot = matmul(v, w);
+  EXPECT_EQ(dot.shape(), Shape({}));
+  EXPECT_EQ(dot.item(), 32);
+
+  const Tensor m = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor row = matmul(tensor({1, 2}, {2}), m);  // (2) @ (2,3) → (3)
+  EXPECT_EQ(row.shape(), Shape({3}));
+  EXPECT_EQ(row.to_vector(), std::vector<double>({9, 12, 15}));
+
+  const Tensor column = matmul(m, tensor({1, 0, -1}, {3}));  // (2,3) @ (3) → (2)
+  EXPECT_EQ(column.shape(), Shape({2}));
+  EXPECT_EQ(column.to_vector(), std::vector<double>({-2, -2}));
+
+  // A vector is its own transpose: the flag of a 1-D operand changes nothing.
+  EXPECT_EQ(matmul(v, w, true, true).item(), 32);
+  // (3) @ (2,3)ᵀ → (2)
+  EXPECT_EQ(matmul(v, m, false, true).to_vector(), std::vector<double>({14, 32}));
+
+  // A batched matrix times a vector, and a vector times a batch of matrices.
+  const Tensor batch = reshape(arange(0, 12), {2, 2, 3});
+  EXPECT_EQ(matmul(batch, tensor({1, 1, 1}, {3})).shape(), Shape({2, 2}));
+  EXPECT_EQ(matmul(batch, tensor({1, 1, 1}, {3})).to_vector(), std::vector<double>({3, 12, 21, 30}));
+  EXPECT_EQ(matmul(tensor({1, -1}, {2}), batch).shape(), Shape({2, 3}));
+  EXPECT_EQ(matmul(tensor({1, -1}, {2}), batch).to_vector(), std::vector<double>({-3, -3, -3, -3, -3, -3}));
+}
+
+TEST(MatmulOps, BatchDimsBroadcast) {
+  // a (2,1,2,2): the identity and twice the identity; b (3,2,2): three matrices.
+  const Tensor a = tensor({1, 0, 0, 1, 2, 0, 0, 2}, {2, 1, 2, 2});
+  const Tensor b = reshape(arange(0, 12), {3, 2, 2});
+  const Tensor out = matmul(a, b);
+  EXPECT_EQ(out.shape(), Shape({2, 3, 2, 2}));
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t c = 0; c < 2; ++c) EXPECT_EQ(out.at({i, k, r, c}), (i + 1) * b.at({k, r, c}));
+  // The brief's example: (2,1,3,4) @ (5,4,6) → (2,5,3,6).
+  EXPECT_EQ(matmul(ones({2, 1, 3, 4}), ones({5, 4, 6})).shape(), Shape({2, 5, 3, 6}));
+  EXPECT_EQ(matmul(ones({2, 1, 3, 4}), ones({5, 4, 6})).to_vector(), std::vector<double>(2 * 5 * 3 * 6, 4.0));
+  // A 2-D operand broadcasts against a batch on either side.
+  EXPECT_EQ(matmul(ones({3, 4}), ones({2, 4, 5})).shape(), Shape({2, 3, 5}));
+  EXPECT_EQ(matmul(ones({2, 3, 4}), ones({4, 5})).shape(), Shape({2, 3, 5}));
+}
+
+TEST(MatmulOps, AllFourTransposeCombinationsMatchANaiveReference) {
+  Generator gen(11);
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Tensor a = randn(ta ? Shape{3, 4, 5} : Shape{3, 5, 4}, DType::f64, gen);  // A (3, 5, 4)
+      const Tensor b = randn(tb ? Shape{3, 6, 4} : Shape{3, 4, 6}, DType::f64, gen);  // B (3, 4, 6)
+      const Tensor out = matmul(a, b, ta, tb);
+      EXPECT_EQ(out.shape(), Shape({3, 5, 6}));
+      SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb);
+      expect_near(out, naive_batched(a, b, ta, tb), 1e-12);
+    }
+  }
+}
+
+TEST(MatmulOps, BigProductTakesTheParallelPathAndMatchesTheReference) {
+  Generator gen(12);
+  for (bool tb : {false, true}) {
+    const Tensor a = randn({2, 64, 80}, DType::f64, gen);
+    const Tensor b = randn(tb ? Shape{2, 48, 80} : Shape{2, 80, 48}, DType::f64, gen);
+    expect_near(matmul(a, b, false, tb), naive_batched(a, b, false, tb), 1e-10);
+    // f32 accumulates in f32: agreement to f32 precision over 80-term sums.
+    expect_near(matmul(to(a, DType::f32), to(b, DType::f32), false, tb), naive_batched(a, b, false, tb), 1e-4);
+  }
+}
+
+TEST(MatmulOps, EmptyInnerDimensionGivesZeros) {
+  const Tensor out = matmul(zeros({2, 0}), zeros({0, 3}));
+  EXPECT_EQ(out.shape(), Shape({2, 3}));
+  EXPECT_EQ(out.to_vector(), std::vector<double>(6, 0.0));
+  EXPECT_EQ(matmul(zeros({0, 2}), zeros({2, 3})).shape(), Shape({0, 3}));
+}
+
+// Seed 003: queries = inputs @ W_q, keys = inputs @ W_k, attn_scores = queries @ keys.T, from the
+// printed inputs and (4-decimal) weights. The notebook's printed results agree to ~1e-4.
+TEST(MatmulOps, Seed003AttentionScores) {
+  const Tensor inputs = tensor({0.43, 0.15, 0.89,   // Your
+                                0.55, 0.87, 0.66,   // Journey
+                                0.57, 0.85, 0.64,   // starts
+                                0.22, 0.58, 0.33,   // with
+                                0.77, 0.25, 0.10,   // one
+                                0.05, 0.80, 0.55},  // step
+                               {6, 3});
+  const Tensor w_query = tensor({0.2961, 0.5166, 0.2517, 0.6886, 0.0740, 0.8665}, {3, 2});
+  const Tensor w_key = tensor({0.1366, 0.1025, 0.1841, 0.7264, 0.3153, 0.6871}, {3, 2});
+  const Tensor queries = matmul(inputs, w_query);            // (6, 2)
+  const Tensor keys = matmul(inputs, w_key);                 // (6, 2)
+  const Tensor scores = matmul(queries, keys, false, true);  // (6, 6) = queries @ keys.T
+  EXPECT_EQ(scores.shape(), Shape({6, 6}));
+  expect_near(scores, {0.9231, 1.3545, 1.3241, 0.7910, 0.4032, 1.1330,  //
+                       1.2705, 1.8524, 1.8111, 1.0795, 0.5577, 1.5440,  //
+                       1.2544, 1.8284, 1.7877, 1.0654, 0.5508, 1.5238,  //
+                       0.6973, 1.0167, 0.9941, 0.5925, 0.3061, 0.8475,  //
+                       0.6114, 0.8819, 0.8626, 0.5121, 0.2707, 0.7307,  //
+                       0.8995, 1.3165, 1.2871, 0.7682, 0.3937, 1.0996},
+              5e-4);
+
+  // The single-query path: x_2 (3) @ W_q → query_2 (2); query_2 @ keys.T → (6); query_2 · key_2.
+  const Tensor x_2 = tensor({0.55, 0.87, 0.66}, {3});
+  const Tensor query_2 = matmul(x_2, w_query);
+  expect_near(query_2, {0.4306, 1.4551}, 2e-4);
+  expect_near(matmul(x_2, w_key), {0.4433, 1.1419}, 2e-4);
+  expect_near(matmul(query_2, keys, false, true), {1.2705, 1.8524, 1.8111, 1.0795, 0.5577, 1.5440}, 5e-4);
+  const Tensor score_22 = matmul(query_2, matmul(x_2, w_key));  // 1-D · 1-D
+  EXPECT_EQ(score_22.shape(), Shape({}));
+  EXPECT_NEAR(score_22.item(), 1.8524, 5e-4);
+}
+
+TEST(MatmulOps, GradientsHaveTheOperandsShapes) {
+  // L = Σ a @ b with a (2,3,4) batched and b (4,5) shared: dL/da = row sums of b (5 each),
+  // dL/db = Σ over the batch and rows of a (6 each).
+  Tensor a = ones({2, 3, 4}, DType::f64).requires_grad_();
+  Tensor b = ones({4, 5}, DType::f64).requires_grad_();
+  sum(matmul(a, b)).backward();
+  EXPECT_EQ(a.grad().shape(), Shape({2, 3, 4}));
+  EXPECT_EQ(a.grad().to_vector(), std::vector<double>(24, 5.0));
+  EXPECT_EQ(b.grad().shape(), Shape({4, 5}));
+  EXPECT_EQ(b.grad().to_vector(), std::vector<double>(20, 6.0));
+
+  // A vector on the left: (2) @ (2,3). dL/dv = row sums of m; dL/dm = v repeated across columns.
+  Tensor v = tensor({1, 2}, {2}, DType::f64).requires_grad_();
+  Tensor m = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64).requires_grad_();
+  sum(matmul(v, m)).backward();
+  EXPECT_EQ(v.grad().to_vector(), std::vector<double>({6, 15}));
+  EXPECT_EQ(m.grad().to_vector(), std::vector<double>({1, 1, 1, 2, 2, 2}));
+
+  // Transposed and broadcast: a stored (1,4,3) read as (1,3,4); b stored (2,5,4) read as (2,4,5).
+  Tensor at = ones({1, 4, 3}, DType::f64).requires_grad_();
+  Tensor bt = ones({2, 5, 4}, DType::f64).requires_grad_();
+  sum(matmul(at, bt, true, true)).backward();
+  EXPECT_EQ(at.grad().shape(), Shape({1, 4, 3}));
+  EXPECT_EQ(at.grad().to_vector(), std::vector<double>(12, 10.0));  // 5 columns × 2 batches
+  EXPECT_EQ(bt.grad().shape(), Shape({2, 5, 4}));
+  EXPECT_EQ(bt.grad().to_vector(), std::vector<double>(40, 3.0));  // 3 rows of a
+}
+
+TEST(MatmulOps, Errors) {
+  expect_error([] { matmul(zeros({2, 3}), zeros({4, 5})); }, {"matmul: inner dimensions differ: (2,3) @ (4,5)"});
+  expect_error(
+      [] {
+        matmul(zeros({3, 2}), zeros({4, 5}), true, false);
+      },
+      {"inner dimensions differ", "(3,2)ᵀ @ (4,5)"});
+  expect_error([] { matmul(zeros({3}), zeros({4})); }, {"inner dimensions differ", "(3) @ (4)"});
+  expect_error([] { matmul(scalar(2), zeros({3, 4})); }, {"matmul", "at least 1 dim", "() @ (3,4)"});
+  expect_error([] { matmul(zeros({3, 4}), scalar(2)); }, {"matmul", "at least 1 dim", "(3,4) @ ()"});
+  expect_error([] { matmul(zeros({2, 3}), zeros({3, 4}, DType::f64)); }, {"matmul", "dtypes differ", "f32", "f64"});
+  expect_error([] { matmul(zeros({2, 3}, DType::i64), zeros({3, 4}, DType::i64)); }, {"matmul", "floating", "i64"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3, 4}), zeros({3, 4, 5}));
+      },
+      {"matmul", "batch", "(2)", "(3)", "(2,3,4) @ (3,4,5)"});
+}
+
+}  // namespace
+}  // namespace ag

@@ -1,1 +1,312 @@
-// being written
+// layer_norm, the losses and dropout: forward values against PyTorch 1.13 (Debian's python3-torch)
+// or hand-computed numbers, stability, ignore_index, reductions, masks and error messages.
+// Their gradients are checked against finite differences by the registry suite (gradcheck_tests).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "tests/test_util.h"
+
+namespace ag {
+namespace {
+
+void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
+  const std::vector<double> got = t.to_vector();
+  ASSERT_EQ(got.size(), expected.size()) << "shape " << shape_str(t.shape());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol) << "at " << i;
+}
+
+const DType f64 = DType::f64;
+
+// ---------------------------------------------------------------- layer_norm
+
+TEST(LayerNorm, MatchesTorchWithWeightAndBias) {
+  // torch.nn.functional.layer_norm(x, (3,), w, b) in float64, x, w, b as below.
+  Tensor x = tensor({0.5, -1.0, 2.0, 3.0, 3.5, -0.25}, {2, 3}, f64);
+  Tensor w = tensor({1.5, -0.5, 2.0}, {3}, f64);
+  Tensor b = tensor({0.1, 0.2, -0.3}, {3}, f64);
+  Tensor y = layer_norm(x, {3}, w, b);
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  expect_values(
+      y, {0.1, 0.8123703944645484, 2.1494815778581935, 0.9270687705397339, -0.2260657302780446, -3.107021281831822});
+}
+
+TEST(LayerNorm, MatchesTorchOverTwoTrailingDims) {
+  // torch.nn.functional.layer_norm(x3, (2, 2)) in float64.
+  Tensor x = tensor({1, 2, 4, -1, 0.5, 0.5, 2, -3}, {2, 2, 2}, f64);
+  expect_values(layer_norm(x, {2, 2}),
+                {-0.2773496714211404, 0.27734967142114075, 1.386748357105703, -1.3867483571057027, 0.27216512376861657,
+                 0.27216512376861657, 1.0886604950744663, -1.6329907426116994});
+}
+
+TEST(LayerNorm, RowsHaveZeroMeanAndUnitVarianceInF32EvenAtALargeOffset) {
+  // A one-pass E[x²] - E[x]² in f32 would lose every digit of the variance here.
+  Tensor x = tensor({10000, 10001, 10002, 10003, -5, 5, -5, 5}, {2, 4});
+  Tensor y = layer_norm(x, {4}, {}, {}, 0.0);
+  EXPECT_EQ(y.dtype(), DType::f32);
+  const double s = 1 / std::sqrt(1.25);  // population std of 0,1,2,3 is √1.25
+  expect_values(y, {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s, -1, 1, -1, 1}, 1e-6);
+}
+
+TEST(LayerNorm, RecordsItsNodeAndSkipsAbsentAffineInputs) {
+  Tensor x = tensor({1, 2, 3, 4, 6, 9}, {2, 3}, f64).requires_grad_();
+  Tensor y = layer_norm(x, {3});
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_EQ(y.grad_fn()->name, "LayerNormBackward");
+  sum(mul(y, y)).backward();  // Σ xhat² is the constant (var / (var + eps)) · N: gradient ≈ 0
+  expect_values(x.grad(), std::vector<double>(6, 0.0), 1e-4);
+}
+
+TEST(LayerNorm, SecondDerivativeMatchesTorch) {
+  // x, w, b, v, u as below, float64:
+  //   y = F.layer_norm(x, (3,), w, b); gx, gw = torch.autograd.grad((y * v).sum(), (x, w), create_graph=True)
+  //   hx, hw = torch.autograd.grad((gx * u).sum(), (x, w))
+  Tensor x = tensor({0.5, -1.0, 2.0, 3.0, 3.5, -0.25}, {2, 3}, f64).requires_grad_();
+  Tensor w = tensor({1.5, -0.5, 2.0}, {3}, f64).requires_grad_();
+  Tensor b = tensor({0.1, 0.2, -0.3}, {3}, f64).requires_grad_();
+  Tensor v = tensor({0.3, -1.2, 0.7, 1.1, 0.4, -0.6}, {2, 3}, f64);
+  Tensor u = tensor({-0.8, 0.5, 1.3, 0.2, -0.9, 0.6}, {2, 3}, f64);
+  sum(mul(layer_norm(x, {3}, w, b), v)).backward({}, false, /*create_graph=*/true);
+  const Tensor gx = x.grad();
+  expect_values(gx, {-0.29938108173822364, 0.14968836356666904, 0.1496927181715546, 0.6744266228520588,
+                     -0.5845007348357155, -0.08992588801634349});
+  expect_values(w.grad(), {0.6065170983958049, 1.8105415309373516, 1.6994249367999141});
+  x.set_grad({});
+  w.set_grad({});
+  sum(mul(gx, u)).backward();
+  expect_values(x.grad(), {0.3265953664119829, 0.006352207288352792, -0.3329475737003358, -0.013150962574438416,
+                           -0.15046196231168085, 0.16361292488611903});
+  expect_values(w.grad(), {0.05903751089327369, -0.6613081051043204, 0.3483598575088068});
+}
+
+TEST(LayerNorm, RejectsBadArguments) {
+  Tensor x = zeros({2, 3, 4});
+  expect_error([&] { layer_norm(x, {3}); }, {"layer_norm", "(3)", "(2,3,4)", "trailing"});
+  expect_error([&] { layer_norm(x, {2, 3, 4, 1}); }, {"layer_norm", "(2,3,4,1)", "(2,3,4)"});
+  expect_error([&] { layer_norm(x, {}); }, {"layer_norm", "at least one dim"});
+  expect_error([&] { layer_norm(x, {3, 4}, zeros({4})); }, {"layer_norm", "weight", "(4)", "(3,4)"});
+  expect_error([&] { layer_norm(x, {4}, {}, zeros({4}, f64)); }, {"layer_norm", "bias", "f64", "f32"});
+  expect_error([&] { layer_norm(zeros({2, 4}, DType::i64), {4}); }, {"layer_norm", "i64", "floating"});
+  expect_error([&] { layer_norm(x, {4}, {}, {}, -1.0); }, {"layer_norm", "eps"});
+}
+
+// ---------------------------------------------------------------- losses
+
+TEST(Loss, MseReductions) {
+  // Hand-computed: squared differences (1, 0, 4, 9).
+  Tensor input = tensor({1, 2, 3, 4}, {2, 2}, f64);
+  Tensor target = tensor({0, 2, 5, 1}, {2, 2}, f64);
+  Tensor none = mse_loss(input, target, Reduction::none);
+  EXPECT_EQ(none.shape(), (Shape{2, 2}));
+  expect_values(none, {1, 0, 4, 9});
+  Tensor mean = mse_loss(input, target);
+  EXPECT_EQ(mean.shape(), Shape{});
+  expect_values(mean, {3.5});
+  expect_values(mse_loss(input, target, Reduction::sum), {14});
+}
+
+TEST(Loss, MseGradientsReachInputAndTarget) {
+  Tensor input = tensor({1, 2, 3, 4}, {4}, f64).requires_grad_();
+  Tensor target = tensor({0, 2, 5, 1}, {4}, f64).requires_grad_();
+  Tensor loss = mse_loss(input, target);
+  EXPECT_EQ(loss.grad_fn()->name, "MseLossBackward");
+  loss.backward();
+  expect_values(input.grad(), {0.5, 0, -1, 1.5});  // 2 (x - y) / 4
+  expect_values(target.grad(), {-0.5, 0, 1, -1.5});
+}
+
+TEST(Loss, MseOfNothingIsNaNForMeanAndZeroForSum) {
+  EXPECT_TRUE(std::isnan(mse_loss(zeros({0}), zeros({0})).item()));  // as torch
+  EXPECT_EQ(mse_loss(zeros({0}), zeros({0}), Reduction::sum).item(), 0.0);
+}
+
+TEST(Loss, BceWithLogitsMatchesTorch) {
+  // F.binary_cross_entropy_with_logits(lg, tg, reduction=r) in float64.
+  Tensor logits = tensor({0.5, -1.5, 2.0, -0.25}, {4}, f64).requires_grad_();
+  Tensor target = tensor({1.0, 0.0, 0.3, 0.8}, {4}, f64).requires_grad_();
+  expect_values(binary_cross_entropy_with_logits(logits, target, Reduction::none),
+                {0.4740769841801067, 0.20141327798275246, 1.5269280110429726, 0.7759394198788436});
+  expect_values(binary_cross_entropy_with_logits(logits, target, Reduction::sum), {2.978357693084676});
+  Tensor loss = binary_cross_entropy_with_logits(logits, target);
+  expect_values(loss, {0.744589423271169});
+  EXPECT_EQ(loss.grad_fn()->name, "BinaryCrossEntropyWithLogitsBackward");
+  loss.backward();  // and the gradients torch's backward gives
+  expect_values(logits.grad(), {-0.09438516719953635, 0.04560638095158909, 0.1451992694944706, -0.09054412522144953});
+  expect_values(target.grad(), {-0.125, 0.375, -0.5, 0.0625});
+}
+
+TEST(Loss, BceWithLogitsIsStableAtHugeLogits) {
+  for (DType dtype : {DType::f32, f64}) {
+    Tensor logits = tensor({1000, -1000, 1000, -1000}, {4}, dtype).requires_grad_();
+    Tensor target = tensor({1, 0, 0, 1}, {4}, dtype);
+    Tensor loss = binary_cross_entropy_with_logits(logits, target, Reduction::none);
+    expect_values(loss, {0, 0, 1000, 1000});  // right: 0; confidently wrong: |x|
+    sum(loss).backward();
+    expect_values(logits.grad(), {0, 0, 1, -1});  // σ(x) - y
+  }
+}
+
+TEST(Loss, CrossEntropyMatchesTorchWithIgnoreIndex) {
+  // F.cross_entropy(cx, ct, reduction=r) in float64, ct = [1, -100, 3] (row 1 ignored).
+  Tensor logits = tensor({1, 2, 0.5, -1, 0, 0, 0, 0, 3, -2, 1, 0.5}, {3, 4}, f64).requires_grad_();
+  Tensor target = tensor({1, -100, 3}, {3}, DType::i64);
+  Tensor none = cross_entropy(logits, target, -100, Reduction::none);
+  EXPECT_EQ(none.shape(), Shape{3});
+  expect_values(none, {0.49518189808585605, 0.0, 2.7022534476793516});
+  expect_values(cross_entropy(logits, target, -100, Reduction::sum), {3.1974353457652076});
+  Tensor loss = cross_entropy(logits, target);  // the mean over the 2 rows not ignored
+  expect_values(loss, {1.5987176728826038});
+  EXPECT_EQ(loss.grad_fn()->name, "CrossEntropyBackward");
+  loss.backward();
+  expect_values(logits.grad(),
+                {0.11210390902410057, -0.19526998120056144, 0.06799445789675276, 0.015171614279708113, 0, 0, 0, 0,
+                 0.4084439316850329, 0.002752073563791838, 0.055276875180869614, -0.46647288042969426});
+  // ignore_index may be a real class: F.cross_entropy(cx, [1, 0, 3], ignore_index=0).
+  expect_values(cross_entropy(logits, tensor({1, 0, 3}, {3}, DType::i64), 0), {1.5987176728826038});
+}
+
+TEST(Loss, CrossEntropyWithEveryRowIgnoredIsNaNForMeanWithZeroGradient) {
+  // As torch 1.13: mean → nan, sum → 0, none → zeros; the gradient is zero in every case.
+  Tensor logits = tensor({1, 2, 3, 4}, {2, 2}, f64).requires_grad_();
+  Tensor target = tensor({-100, -100}, {2}, DType::i64);
+  Tensor loss = cross_entropy(logits, target);
+  EXPECT_TRUE(std::isnan(loss.item()));
+  loss.backward();
+  expect_values(logits.grad(), {0, 0, 0, 0});
+  expect_values(cross_entropy(logits, target, -100, Reduction::sum), {0});
+  expect_values(cross_entropy(logits, target, -100, Reduction::none), {0, 0});
+}
+
+TEST(Loss, CrossEntropyIsStableAtHugeLogits) {
+  Tensor logits = tensor({1000, 0, -1000, 1000, 0, -1000}, {2, 3});
+  expect_values(cross_entropy(logits, tensor({0, 2}, {2}, DType::i64), -100, Reduction::none), {0, 2000});
+}
+
+TEST(Loss, SecondDerivativesMatchTorch) {
+  // float64, x and t as in CrossEntropyMatchesTorchWithIgnoreIndex, u as below:
+  //   gx, = torch.autograd.grad(F.cross_entropy(x, t), (x,), create_graph=True)
+  //   torch.autograd.grad((gx * u).sum(), (x,))
+  Tensor x = tensor({1, 2, 0.5, -1, 0, 0, 0, 0, 3, -2, 1, 0.5}, {3, 4}, f64).requires_grad_();
+  Tensor u = tensor({-0.8, 0.5, 1.3, 0.2, -0.9, 0.6, 0.1, 0.2, 0.3, -0.4, 0.5, -0.6}, {3, 4}, f64);
+  cross_entropy(x, tensor({1, -100, 3}, {3}, DType::i64)).backward({}, false, true);
+  const Tensor gx = x.grad();
+  x.set_grad({});
+  sum(mul(gx, u)).backward();
+  expect_values(x.grad(),
+                {-0.1242355699186171, 0.05844173228124006, 0.06743567940066697, -0.0016418417632899334, 0, 0, 0, 0,
+                 0.017191800516965092, -0.0018106140539521256, 0.01338203222848474, -0.028763218691497745});
+  // lg, tg as in BceWithLogitsMatchesTorch, a as below:
+  //   g1, g2 = torch.autograd.grad(F.binary_cross_entropy_with_logits(lg, tg, reduction="sum"), (lg, tg),
+  //                                create_graph=True)
+  //   torch.autograd.grad((g1 * a).sum() + (g2 * a).sum(), (lg, tg))
+  Tensor logits = tensor({0.5, -1.5, 2.0, -0.25}, {4}, f64).requires_grad_();
+  Tensor target = tensor({1.0, 0.0, 0.3, 0.8}, {4}, f64).requires_grad_();
+  Tensor a = tensor({0.7, -0.2, 0.4, 1.1}, {4}, f64);
+  binary_cross_entropy_with_logits(logits, target, Reduction::sum).backward({}, false, true);
+  const Tensor g1 = logits.grad(), g2 = target.grad();
+  logits.set_grad({});
+  target.set_grad({});
+  add(sum(mul(g1, a)), sum(mul(g2, a))).backward();
+  expect_values(logits.grad(), {-0.5354974014588838, 0.17017070958593344, -0.35800256583859735, -0.8292525089886419});
+  expect_values(target.grad(), {-0.7, 0.2, -0.4, -1.1});
+}
+
+TEST(Loss, RejectsBadArguments) {
+  Tensor logits = zeros({3, 4});
+  expect_error(
+      [&] {
+        cross_entropy(logits, tensor({0, 4, 1}, {3}, DType::i64));
+      },
+      {"cross_entropy", "target 4 at row 1", "[0, 4)"});
+  expect_error([&] { cross_entropy(logits, tensor({0, 1, -1}, {3}, DType::i64)); }, {"target -1 at row 2"});
+  expect_error([&] { cross_entropy(logits, zeros({3})); }, {"cross_entropy", "i64", "f32"});
+  expect_error([&] { cross_entropy(logits, zeros({2}, DType::i64)); }, {"cross_entropy", "(3,4)", "(2)"});
+  expect_error([&] { cross_entropy(zeros({4}), zeros({1}, DType::i64)); }, {"cross_entropy", "(N, C)", "(4)"});
+  expect_error(
+      [&] {
+        cross_entropy(zeros({3, 4}, DType::i64), zeros({3}, DType::i64));
+      },
+      {"cross_entropy", "floating", "i64"});
+  expect_error([&] { mse_loss(zeros({3}), zeros({1, 3})); }, {"mse_loss", "(3)", "(1,3)", "same shape"});
+  expect_error([&] { mse_loss(zeros({3}), zeros({3}, f64)); }, {"mse_loss", "f32", "f64"});
+  expect_error(
+      [&] {
+        binary_cross_entropy_with_logits(zeros({2, 2}), zeros({4}));
+      },
+      {"binary_cross_entropy_with_logits", "(2,2)", "(4)"});
+  expect_error([&] { binary_cross_entropy_with_logits(zeros({2}), Tensor()); }, {"target", "undefined"});
+}
+
+// ---------------------------------------------------------------- dropout
+
+TEST(Dropout, KeepsAboutOneMinusPAndScalesTheSurvivors) {
+  const double p = 0.3;
+  Tensor x = rand({100000});
+  Generator gen(1);
+  Tensor y = dropout(x, p, true, gen);
+  const std::vector<double> xs = x.to_vector(), ys = y.to_vector();
+  int64_t kept = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (ys[i] == 0 && xs[i] != 0) continue;
+    ++kept;
+    EXPECT_NEAR(ys[i], xs[i] / (1 - p), 1e-6 * (1 + xs[i])) << "at " << i;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / 100000, 1 - p, 0.01);  // σ ≈ 0.0015
+}
+
+TEST(Dropout, SameSeedSameMaskBitForBit) {
+  Tensor x = randn({64, 33}, f64);
+  Generator a(42), b(42), c(43);
+  const std::vector<double> ya = dropout(x, 0.5, true, a).to_vector();
+  const std::vector<double> yb = dropout(x, 0.5, true, b).to_vector();
+  const std::vector<double> yc = dropout(x, 0.5, true, c).to_vector();
+  EXPECT_EQ(ya, yb);
+  EXPECT_NE(ya, yc);
+  // The generator advances: the next call draws another mask.
+  EXPECT_NE(dropout(x, 0.5, true, a).to_vector(), ya);
+}
+
+TEST(Dropout, EvalAndPZeroAreTheIdentity) {
+  Tensor x = randn({4, 5}).requires_grad_();
+  Generator gen(3);
+  const Generator::State before = gen.state();
+  Tensor eval = dropout(x, 0.5, false, gen);
+  Tensor p0 = dropout(x, 0.0, true, gen);
+  EXPECT_EQ(eval.impl(), x.impl());  // the same tensor, no node
+  EXPECT_EQ(p0.impl(), x.impl());
+  EXPECT_EQ(gen.state().counter, before.counter);  // nothing drawn
+}
+
+TEST(Dropout, GradientIsTheScaledMask) {
+  Tensor x = full({1000}, 2.0, f64).requires_grad_();
+  Generator gen(9);
+  Tensor y = dropout(x, 0.2, true, gen);
+  EXPECT_EQ(y.grad_fn()->name, "DropoutBackward");
+  sum(y).backward();
+  const std::vector<double> ys = y.to_vector(), gs = x.grad().to_vector();
+  for (size_t i = 0; i < ys.size(); ++i) EXPECT_EQ(gs[i], ys[i] == 0 ? 0.0 : 1.25) << "at " << i;
+}
+
+TEST(Dropout, POneGivesZerosAndZeroGradient) {
+  Tensor x = randn({3, 4}, f64).requires_grad_();
+  Generator gen(0);
+  Tensor y = dropout(x, 1.0, true, gen);
+  expect_values(y, std::vector<double>(12, 0.0), 0.0);
+  sum(y).backward();
+  expect_values(x.grad(), std::vector<double>(12, 0.0), 0.0);
+}
+
+TEST(Dropout, RejectsBadArguments) {
+  Tensor x = zeros({3});
+  Generator gen(0);
+  expect_error([&] { dropout(x, -0.1, true, gen); }, {"dropout", "[0, 1]", "-0.1"});
+  expect_error([&] { dropout(x, 1.5, false, gen); }, {"dropout", "1.5"});
+  expect_error([&] { dropout(x, NAN, true, gen); }, {"dropout", "nan"});
+  expect_error([&] { dropout(zeros({3}, DType::i64), 0.5, true, gen); }, {"dropout", "i64", "floating"});
+}
+
+}  // namespace
+}  // namespace ag

@@ -1,0 +1,8 @@
+// Everything a user of the engine needs: Tensor, autograd, every op.
+#pragma once
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/generator.h"
+#include "engine/ops.h"
+#include "engine/tensor.h"
