@@ -14,6 +14,12 @@ struct OpCase {
   std::vector<Shape> shapes;
 };
 
+// What ctest and gtest print for a case: "matmul (2,3) (3,4)".
+void PrintTo(const OpCase& c, std::ostream* os) {
+  *os << c.op->name;
+  for (const Shape& s : c.shapes) *os << " " << shape_str(s);
+}
+
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   for (const OpEntry& op : Registry::global().ops())

@@ -1,0 +1,109 @@
+// Every oneDNN primitive-descriptor construction of attograd, in one place. oneDNN 3.x drops
+// the op descriptors (`matmul::desc` …) and moves output scales to runtime arguments, so a move
+// to 3.x rewrites this file only. Each maker returns the primitive with the memory descriptors of
+// its arguments; engine/kernels/onednn.h caches and runs them.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ag::onednn {
+
+using Dims = dnnl::memory::dims;
+
+// A built primitive: what runs, which oneDNN implementation it chose, and its arguments
+// (DNNL_ARG_* id and memory descriptor; the data pointers are bound per call).
+struct Built {
+  dnnl::primitive primitive;
+  std::string impl;
+  std::vector<std::pair<int, dnnl::memory::desc>> args;
+};
+
+inline const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+inline dnnl::memory::desc f32_desc(const Dims& dims, const Dims& strides) {
+  return {dims, dnnl::memory::data_type::f32, strides};
+}
+
+inline dnnl::memory::desc f32_desc(const Dims& dims) {
+  Dims strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return f32_desc(dims, strides);
+}
+
+// dst = scale · (src @ weights); strides carry transposition and batch broadcasting.
+inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                         const dnnl::memory::desc& dst, float scale) {
+  dnnl::primitive_attr attr;
+  if (scale != 1.0f) attr.set_output_scales(0, {scale});
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr, cpu_engine());
+  return {dnnl::matmul(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}}};
+}
+
+// softmax (or log_softmax) over `axis` of a dense tensor, inference (we keep the output ourselves).
+inline Built make_softmax(const dnnl::memory::desc& data, int axis, bool log) {
+  const auto prop = dnnl::prop_kind::forward_inference;
+  if (log) {
+    const dnnl::logsoftmax_forward::primitive_desc pd(dnnl::logsoftmax_forward::desc(prop, data, axis), cpu_engine());
+    return {dnnl::logsoftmax_forward(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}}};
+  }
+  const dnnl::softmax_forward::primitive_desc pd(dnnl::softmax_forward::desc(prop, data, axis), cpu_engine());
+  return {dnnl::softmax_forward(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}}};
+}
+
+inline dnnl::normalization_flags layer_norm_flags(bool scale, bool shift) {
+  auto flags = dnnl::normalization_flags::none;
+  if (scale) flags |= dnnl::normalization_flags::use_scale;
+  if (shift) flags |= dnnl::normalization_flags::use_shift;
+  return flags;
+}
+
+inline dnnl::layer_normalization_forward::primitive_desc layer_norm_forward_pd(const dnnl::memory::desc& data,
+                                                                              float eps, bool scale, bool shift) {
+  const dnnl::memory::desc stats = f32_desc({data.dims()[0]});
+  return {dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, data, stats, eps,
+                                                  layer_norm_flags(scale, shift)),
+          cpu_engine()};
+}
+
+// Layer norm over the last dim of a (rows, cols) tensor; writes mean and variance (rows).
+inline Built make_layer_norm_forward(const dnnl::memory::desc& data, float eps, bool scale, bool shift) {
+  const auto pd = layer_norm_forward_pd(data, eps, scale, shift);
+  const dnnl::memory::desc stats = f32_desc({data.dims()[0]});
+  const dnnl::memory::desc affine = f32_desc({data.dims()[1]});
+  Built built{dnnl::layer_normalization_forward(pd),
+              pd.impl_info_str(),
+              {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}, {DNNL_ARG_MEAN, stats}, {DNNL_ARG_VARIANCE, stats}}};
+  if (scale) built.args.emplace_back(DNNL_ARG_SCALE, affine);
+  if (shift) built.args.emplace_back(DNNL_ARG_SHIFT, affine);
+  return built;
+}
+
+// Its backward: diff_src, and diff_scale / diff_shift when the forward had them.
+inline Built make_layer_norm_backward(const dnnl::memory::desc& data, float eps, bool scale, bool shift) {
+  const auto hint = layer_norm_forward_pd(data, eps, scale, shift);
+  const dnnl::memory::desc stats = f32_desc({data.dims()[0]});
+  const dnnl::memory::desc affine = f32_desc({data.dims()[1]});
+  const auto prop = scale || shift ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data;
+  const dnnl::layer_normalization_backward::primitive_desc pd(
+      dnnl::layer_normalization_backward::desc(prop, data, data, stats, eps, layer_norm_flags(scale, shift)),
+      cpu_engine(), hint);
+  Built built{dnnl::layer_normalization_backward(pd),
+              pd.impl_info_str(),
+              {{DNNL_ARG_SRC, data},
+               {DNNL_ARG_DIFF_DST, data},
+               {DNNL_ARG_MEAN, stats},
+               {DNNL_ARG_VARIANCE, stats},
+               {DNNL_ARG_DIFF_SRC, data}}};
+  if (scale) built.args.insert(built.args.end(), {{DNNL_ARG_SCALE, affine}, {DNNL_ARG_DIFF_SCALE, affine}});
+  if (shift) built.args.emplace_back(DNNL_ARG_DIFF_SHIFT, affine);
+  return built;
+}
+
+}  // namespace ag::onednn

@@ -1,0 +1,35 @@
+// The oneDNN fast path's plumbing: a per-thread cache of built primitives keyed by
+// (op, shapes, strides, attributes), a creation counter, and execution on raw pointers.
+// Primitive construction itself lives in dnnl_compat.h.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+namespace ag::onednn {
+
+struct Built;
+
+// What a cached primitive is looked up by: an op code, then every dim, stride and attribute
+// that changes the primitive (floats by their bits).
+using Key = std::vector<int64_t>;
+
+enum class Op : int64_t { matmul = 1, softmax, log_softmax, layer_norm_forward, layer_norm_backward };
+
+class Primitive;
+
+// The primitive for `key`, built by `make` the first time (counted by primitives_created).
+// Null when oneDNN rejects the problem or would run a reference (`ref:`) implementation: the
+// caller then runs its own kernel. Both outcomes are cached.
+Primitive* cached(const Key& key, const std::function<Built()>& make);
+
+// Runs p with the data pointers of its arguments, (DNNL_ARG_* id, pointer) in any order.
+void execute(Primitive& p, std::initializer_list<std::pair<int, const void*>> data);
+
+// How many primitives were built (or tried) since the process started.
+int64_t primitives_created();
+
+}  // namespace ag::onednn

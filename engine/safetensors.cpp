@@ -1,0 +1,174 @@
+#include "engine/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+namespace ag {
+
+namespace {
+
+std::string_view safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::i64:
+      return "I64";
+    case DType::b8:
+      return "BOOL";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& path, const std::string& name, const std::string& text) {
+  if (text == "F32") return DType::f32;
+  if (text == "F64") return DType::f64;
+  if (text == "I64") return DType::i64;
+  if (text == "BOOL") return DType::b8;
+  fail("{}: tensor '{}' has dtype '{}'; expected one of F32, F64, I64, BOOL", path, name, text);
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  AG_CHECK(in.good(), "{}: cannot open for reading: {}", path, std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  AG_CHECK(!in.bad(), "{}: read failed (is it a directory?)", path);
+  return bytes;
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  AG_CHECK(fd >= 0, "{}: cannot write: {}", path, std::strerror(errno));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = errno;
+      ::close(fd);
+      ::unlink(temporary.c_str());
+      fail("{}: write failed: {}", path, std::strerror(error));
+    }
+    written += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const bool closed = ::close(fd) == 0;
+  if (!synced || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    fail("{}: could not be written: {}", path, std::strerror(error));
+  }
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::set<std::string> names;
+  size_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    AG_CHECK(tensor.defined(), "save_safetensors: tensor '{}' is undefined", name);
+    AG_CHECK(name != "__metadata__" && names.insert(name).second,
+             "save_safetensors: tensor name '{}' is reserved or repeated", name);
+    const size_t bytes = static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype());
+    header[name] = {{"dtype", safetensors_dtype(tensor.dtype())},
+                    {"shape", tensor.shape()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  const uint64_t length = json.size();
+  std::memcpy(file.data(), &length, 8);
+  file += json;
+  for (const auto& [name, tensor] : tensors)
+    file.append(static_cast<const char*>(tensor.raw_data()), tensor.numel() * dtype_size(tensor.dtype()));
+  write_file_atomically(path, file);
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const std::string bytes = read_whole_file(path);
+  AG_CHECK(bytes.size() >= 8, "{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", path,
+           bytes.size());
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);
+  AG_CHECK(length <= bytes.size() - 8, "{}: header length {} runs past the end of the {}-byte file (truncated?)", path,
+           length, bytes.size());
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: the header is not valid JSON: {}", path, e.what());
+  }
+  AG_CHECK(header.is_object(), "{}: the header is not a JSON object", path);
+  const std::string_view data(bytes.data() + 8 + length, bytes.size() - 8 - length);
+
+  SafetensorsFile file;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  std::vector<std::pair<uint64_t, std::pair<std::string, Tensor>>> by_offset;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      AG_CHECK(entry.is_object(), "{}: __metadata__ is not an object", path);
+      for (const auto& [key, value] : entry.items()) {
+        AG_CHECK(value.is_string(), "{}: metadata '{}' is not a string", path, key);
+        file.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    AG_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
+                 entry.contains("data_offsets") && entry["dtype"].is_string() && entry["shape"].is_array() &&
+                 entry["data_offsets"].is_array() && entry["data_offsets"].size() == 2,
+             "{}: tensor '{}' needs dtype (string), shape (array) and data_offsets ([begin, end])", path, name);
+    const DType dtype = parse_dtype(path, name, entry["dtype"].get<std::string>());
+    Shape shape;
+    uint64_t count = 1;
+    for (const auto& size : entry["shape"]) {
+      AG_CHECK(size.is_number_unsigned() && size.get<uint64_t>() < (uint64_t{1} << 40),
+               "{}: tensor '{}' has an invalid size in its shape {}", path, name, entry["shape"].dump());
+      shape.push_back(size.get<int64_t>());
+      count *= size.get<uint64_t>();
+      AG_CHECK(count < (uint64_t{1} << 40), "{}: tensor '{}' is impossibly large", path, name);
+    }
+    const auto& offsets = entry["data_offsets"];
+    AG_CHECK(offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
+             "{}: tensor '{}' has non-integer data_offsets", path, name);
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    AG_CHECK(begin <= end && end <= data.size(), "{}: tensor '{}' data_offsets [{}, {}] lie outside the {} data bytes",
+             path, name, begin, end, data.size());
+    AG_CHECK(end - begin == count * dtype_size(dtype),
+             "{}: tensor '{}' of shape {} {} needs {} bytes, but data_offsets span {}", path, name, shape_str(shape),
+             dtype_name(dtype), count * dtype_size(dtype), end - begin);
+    Tensor tensor = empty(shape, dtype);
+    std::memcpy(tensor.raw_data(), data.data() + begin, end - begin);
+    if (dtype == DType::b8) {
+      for (uint64_t i = 0; i < count; ++i)
+        AG_CHECK(static_cast<unsigned char>(data[begin + i]) <= 1, "{}: tensor '{}' has a BOOL byte that is not 0 or 1",
+                 path, name);
+    }
+    spans.emplace_back(begin, end);
+    by_offset.push_back({begin, {name, std::move(tensor)}});
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    AG_CHECK(spans[i].first >= spans[i - 1].second, "{}: two tensors' data overlap", path);
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [offset, named] : by_offset) file.tensors.push_back(std::move(named));
+  return file;
+}
+
+}  // namespace ag

@@ -1,0 +1,102 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+
+namespace ag::nn {
+
+namespace {
+
+// U(-bound, bound), the tensor's values drawn in row-major order.
+Tensor uniform(const Shape& shape, double bound, Generator& gen) {
+  NoGradGuard no_grad;
+  return sub(mul(rand(shape, DType::f32, gen), 2 * bound), scalar(bound));
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen) {
+  AG_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in={} out={}", in_features,
+           out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", uniform({out_features, in_features}, bound, gen));
+  if (with_bias) bias = register_parameter("bias", uniform({out_features}, bound, gen));
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  AG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1),
+           "Linear: expected input with last dim {} (in_features), got shape {}", weight.size(1),
+           x.defined() ? shape_str(x.shape()) : "undefined");
+  Tensor y = matmul(x, weight, false, true);  // (..., in) @ (out, in)ᵀ → (..., out)
+  return bias.defined() ? add(y, bias) : y;
+}
+
+std::string Linear::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0),
+                     bias.defined() ? "True" : "False");
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, Generator& gen)
+    : padding_idx(padding_idx) {
+  AG_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: expected positive sizes, got {} x {}", num_embeddings,
+           embedding_dim);
+  AG_CHECK(padding_idx >= -1 && padding_idx < num_embeddings,
+           "Embedding: padding_idx {} is out of range for {} embeddings (-1 for none)", padding_idx, num_embeddings);
+  Tensor initial = randn({num_embeddings, embedding_dim}, DType::f32, gen);
+  if (padding_idx >= 0)
+    for (int64_t j = 0; j < embedding_dim; ++j) initial.set({padding_idx, j}, 0.0);
+  weight = register_parameter("weight", initial);
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
+
+std::string Embedding::extra_repr() const {
+  std::string out = fmt::format("{}, {}", weight.size(0), weight.size(1));
+  return padding_idx >= 0 ? out + fmt::format(", padding_idx={}", padding_idx) : out;
+}
+
+Dropout::Dropout(double p, Generator& gen) : p(p), gen_(&gen) {
+  AG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), *gen_); }
+
+std::string Dropout::extra_repr() const { return fmt::format("p={}, inplace=False", p); }
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
+    : normalized_shape(std::move(normalized_shape)), eps(eps) {
+  if (elementwise_affine) {
+    weight = register_parameter("weight", ones(this->normalized_shape));
+    bias = register_parameter("bias", zeros(this->normalized_shape));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+
+std::string LayerNorm::extra_repr() const {
+  std::string sizes;
+  for (int64_t s : normalized_shape) sizes += std::to_string(s) + ",";
+  return fmt::format("({}), eps={}, elementwise_affine={}", sizes, eps, weight.defined() ? "True" : "False");
+}
+
+std::string GELU::extra_repr() const {
+  return approximation == GeluApproximation::tanh ? "approximate='tanh'" : "approximate='none'";
+}
+
+Sequential::Sequential(const std::vector<std::shared_ptr<UnaryModule>>& modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
+  AG_CHECK(module != nullptr, "Sequential: cannot add a null module");
+  modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& m : modules_) y = m->forward(y);
+  return y;
+}
+
+}  // namespace ag::nn

@@ -1,0 +1,111 @@
+// The basic layers, with PyTorch's names, defaults and parameter names.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/ops.h"
+#include "nn/module.h"
+
+namespace ag::nn {
+
+// y = x Wᵀ + b, W (out, in). PyTorch's default init: W and b ~ U(-1/√in, 1/√in).
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator& gen = default_generator());
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+
+  Tensor weight;
+  Tensor bias;  // undefined without bias
+};
+
+// Rows of weight (num, dim) ~ N(0, 1); the padding row (if any) starts at zero and gets no gradient.
+class Embedding : public UnaryModule {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1,
+            Generator& gen = default_generator());
+  Tensor forward(const Tensor& indices) override;
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+
+  Tensor weight;
+  int64_t padding_idx;
+};
+
+// Uses `gen` (the default generator unless given) for its masks; identity in eval mode.
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5, Generator& gen = default_generator());
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+
+  double p;
+
+ private:
+  Generator* gen_;
+};
+
+class LayerNorm : public UnaryModule {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+
+  Shape normalized_shape;
+  double eps;
+  Tensor weight;  // ones
+  Tensor bias;    // zeros
+};
+
+class ReLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string type_name() const override { return "ReLU"; }
+};
+
+class GELU : public UnaryModule {
+ public:
+  explicit GELU(GeluApproximation approximation = GeluApproximation::none) : approximation(approximation) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximation); }
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
+
+  GeluApproximation approximation;
+};
+
+// Children named "0", "1", …; forward chains them.
+class Sequential : public UnaryModule {
+ public:
+  Sequential() = default;
+  explicit Sequential(const std::vector<std::shared_ptr<UnaryModule>>& modules);
+  void push_back(std::shared_ptr<UnaryModule> module);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Sequential"; }
+  size_t size() const { return modules_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> modules_;
+};
+
+// A list of modules named "0", "1", … (for N identical layers); no forward of its own.
+template <typename M>
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<M> module) {
+    modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
+  }
+  M& operator[](size_t i) { return *modules_.at(i); }
+  size_t size() const { return modules_.size(); }
+  auto begin() { return modules_.begin(); }
+  auto end() { return modules_.end(); }
+  std::string type_name() const override { return "ModuleList"; }
+
+ private:
+  std::vector<std::shared_ptr<M>> modules_;
+};
+
+}  // namespace ag::nn

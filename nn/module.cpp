@@ -1,0 +1,124 @@
+#include "nn/module.h"
+
+#include <map>
+
+#include "engine/autograd.h"
+
+namespace ag::nn {
+
+void Module::check_new_name(const std::string& name) const {
+  AG_CHECK(!name.empty() && name.find('.') == std::string::npos, "{}: invalid member name '{}' (no dots, not empty)",
+           type_name(), name);
+  auto taken = [&](const auto& list) {
+    for (const auto& [n, _] : list)
+      if (n == name) return true;
+    return false;
+  };
+  AG_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), "{}: '{}' is registered twice", type_name(),
+           name);
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  check_new_name(name);
+  AG_CHECK(value.defined() && is_floating(value.dtype()), "{}: parameter '{}' must be a floating tensor", type_name(),
+           name);
+  value.requires_grad_(requires_grad);
+  parameters_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  check_new_name(name);
+  AG_CHECK(value.defined(), "{}: buffer '{}' is undefined", type_name(), name);
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, bool parameters, bool buffers, bool recurse, NamedTensors& out) const {
+  if (parameters)
+    for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
+  if (buffers)
+    for (const auto& [name, t] : buffers_) out.emplace_back(prefix + name, t);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", parameters, buffers, true, out);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", true, false, recurse, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [_, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", false, true, recurse, out);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t count = 0;
+  for (const Tensor& t : parameters()) count += t.numel();
+  return count;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [_, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (const Tensor& t : parameters()) t.set_grad({});
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  collect("", true, true, true, out);
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state) {
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  std::vector<std::string> problems;
+  const NamedTensors own = state_dict();
+  for (const auto& [name, target] : own) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      problems.push_back(fmt::format("missing '{}' {}", name, shape_str(target.shape())));
+      continue;
+    }
+    const Tensor& value = it->second;
+    if (value.shape() != target.shape() || value.dtype() != target.dtype()) {
+      problems.push_back(fmt::format("'{}' has shape {} {}, the model expects {} {}", name, shape_str(value.shape()),
+                                     dtype_name(value.dtype()), shape_str(target.shape()), dtype_name(target.dtype())));
+    }
+    given.erase(it);
+  }
+  for (const auto& [name, value] : given) problems.push_back(fmt::format("unexpected '{}'", name));
+  if (!problems.empty()) {
+    std::string message;
+    for (const std::string& p : problems) message += (message.empty() ? "" : "; ") + p;
+    fail("load_state_dict: the state does not fit {}: {}", type_name(), message);
+  }
+  NoGradGuard no_grad;
+  std::map<std::string, Tensor> values(state.begin(), state.end());
+  for (const auto& [name, target] : own) Tensor(target).copy_(values.at(name));
+}
+
+std::string Module::str(int indent) const {
+  std::string out = type_name() + "(" + extra_repr();
+  if (children_.empty()) return out + ")";
+  const std::string pad(indent + 2, ' ');
+  out += "\n";
+  for (const auto& [name, child] : children_) out += pad + "(" + name + "): " + child->str(indent + 2) + "\n";
+  return out + std::string(indent, ' ') + ")";
+}
+
+std::string Module::str() const { return str(0); }
+
+}  // namespace ag::nn

@@ -1,0 +1,56 @@
+// Loading golden data written by tools/golden/*.py (PyTorch) and comparing against it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "engine/safetensors.h"
+#include "tests/test_util.h"
+
+namespace ag {
+
+class Golden {
+ public:
+  // name: the file under tests/golden/ without ".safetensors".
+  explicit Golden(const std::string& name) {
+    const SafetensorsFile file =
+        load_safetensors(std::string(ATTOGRAD_SOURCE_DIR) + "/tests/golden/" + name + ".safetensors");
+    for (const auto& [key, tensor] : file.tensors) tensors_[key] = tensor;
+    metadata_ = file.metadata;
+  }
+  const Tensor& operator[](const std::string& key) const {
+    auto it = tensors_.find(key);
+    if (it == tensors_.end()) throw Error("golden data has no tensor '" + key + "'");
+    return it->second;
+  }
+  bool has(const std::string& key) const { return tensors_.count(key) > 0; }
+  const std::map<std::string, Tensor>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  std::map<std::string, Tensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// |actual - expected| <= atol + rtol·|expected| elementwise, shapes equal; prints OK / NOT OK.
+inline void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what, double atol = 1e-5,
+                         double rtol = 1e-4) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined";
+  ASSERT_EQ(shape_str(actual.shape()), shape_str(expected.shape())) << what;
+  const std::vector<double> a = actual.to_vector(), e = expected.to_vector();
+  double worst = 0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double excess = std::abs(a[i] - e[i]) - (atol + rtol * std::abs(e[i]));
+    if (excess > worst || std::isnan(a[i]) != std::isnan(e[i])) {
+      worst = std::isnan(excess) ? INFINITY : excess;
+      worst_at = i;
+    }
+  }
+  EXPECT_LE(worst, 0.0) << what << ": element " << worst_at << " is " << a[worst_at] << ", PyTorch has " << e[worst_at];
+  std::printf("%s %s\n", worst <= 0 ? "OK" : "NOT OK", what.c_str());
+}
+
+}  // namespace ag
