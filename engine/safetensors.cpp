@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -40,6 +41,7 @@ DType parse_dtype(const std::string& path, const std::string& name, const std::s
 }
 
 std::string read_whole_file(const std::string& path) {
+  AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a safetensors file", path);
   std::ifstream in(path, std::ios::binary);
   AG_CHECK(in.good(), "{}: cannot open for reading: {}", path, std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,0 +1,149 @@
+#include "tasks/common/svg.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ag::plot {
+
+namespace {
+
+constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+
+std::string header(double width, double height) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      width, height);
+}
+
+std::string tick_label(double v) {
+  if (v == 0) return "0";
+  if (std::abs(v) >= 1e4 || std::abs(v) < 1e-3) return fmt::format("{:.1e}", v);
+  return fmt::format("{:.4g}", v);
+}
+
+}  // namespace
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<double> ticks(double low, double high, int approximate_count) {
+  if (!(high > low)) return {low};
+  const double raw = (high - low) / std::max(1, approximate_count);
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = magnitude;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * magnitude >= raw) {
+      step = m * magnitude;
+      break;
+    }
+  std::vector<double> out;
+  for (double v = std::ceil(low / step) * step; v <= high + step * 1e-9; v += step) out.push_back(v);
+  return out;
+}
+
+std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                       const std::vector<Series>& series) {
+  const double width = 640, height = 400, left = 70, right = 20, top = 40, bottom = 50;
+  double y_min = INFINITY, y_max = -INFINITY;
+  size_t count = 1;
+  for (const Series& s : series) {
+    count = std::max(count, s.values.size());
+    for (double v : s.values)
+      if (std::isfinite(v)) y_min = std::min(y_min, v), y_max = std::max(y_max, v);
+  }
+  if (!std::isfinite(y_min)) y_min = 0, y_max = 1;
+  if (y_max - y_min < 1e-12) y_max = y_min + 1;
+  const double pad = 0.05 * (y_max - y_min);
+  y_min = std::max(y_min - pad, y_min >= 0 ? 0.0 : -INFINITY);
+  y_max += pad;
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  auto x_at = [&](double x) { return left + (count == 1 ? plot_w / 2 : (x - 1) / (count - 1) * plot_w); };
+  auto y_at = [&](double y) { return top + (1 - (y - y_min) / (y_max - y_min)) * plot_h; };
+
+  std::string svg = header(width, height);
+  svg += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n", width / 2,
+                     escape(title));
+  for (double t : ticks(y_min, y_max, 6)) {
+    svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#e0e0e0\"/>\n", left,
+                       width - right, y_at(t));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 6, y_at(t) + 4,
+                       tick_label(t));
+  }
+  for (double t : ticks(1, static_cast<double>(count), 8)) {
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_at(t), height - bottom + 18,
+                       tick_label(t));
+  }
+  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
+                     plot_w, plot_h);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", left + plot_w / 2, height - 12,
+                     escape(x_label));
+  svg += fmt::format("<text x=\"16\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {0})\">{1}</text>\n",
+                     top + plot_h / 2, escape(y_label));
+  for (size_t k = 0; k < series.size(); ++k) {
+    const char* colour = kPalette[k % std::size(kPalette)];
+    std::string points;
+    for (size_t i = 0; i < series[k].values.size(); ++i)
+      if (std::isfinite(series[k].values[i]))
+        points += fmt::format("{:.1f},{:.1f} ", x_at(static_cast<double>(i + 1)), y_at(series[k].values[i]));
+    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colour, points);
+    svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/>\n",
+                       width - right - 150, width - right - 130, top + 16 + 18 * k, colour);
+    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", width - right - 124, top + 20 + 18 * k,
+                       escape(series[k].name));
+  }
+  return svg + "</svg>\n";
+}
+
+std::string heatmap(const std::string& title, const std::vector<std::string>& row_labels,
+                    const std::vector<std::string>& column_labels, const std::vector<double>& values) {
+  const double cell = 44, left = 130, top = 130;
+  const double width = left + cell * column_labels.size() + 20, height = top + cell * row_labels.size() + 20;
+  std::string svg = header(width, height);
+  svg += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n", width / 2,
+                     escape(title));
+  for (size_t j = 0; j < column_labels.size(); ++j) {
+    const double x = left + cell * (j + 0.5);
+    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" transform=\"rotate(-45 {0:.1f} {1})\">{2}</text>\n", x, top - 8,
+                       escape(column_labels[j]));
+  }
+  for (size_t i = 0; i < row_labels.size(); ++i) {
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 8,
+                       top + cell * (i + 0.5) + 4, escape(row_labels[i]));
+    for (size_t j = 0; j < column_labels.size(); ++j) {
+      const double v = std::clamp(values[i * column_labels.size() + j], 0.0, 1.0);
+      const int shade = static_cast<int>(std::lround(255 * (1 - v)));
+      svg +=
+          fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"rgb({},{},255)\" stroke=\"white\"/>\n",
+                      left + cell * j, top + cell * i, cell, cell, shade, shade);
+      svg += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"10\" fill=\"{}\">{:.2f}</text>\n",
+          left + cell * (j + 0.5), top + cell * (i + 0.5) + 4, v > 0.5 ? "white" : "black", v);
+    }
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace ag::plot

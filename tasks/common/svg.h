@@ -1,0 +1,30 @@
+// Small SVG charts for training results: loss curves and attention heatmaps. Each returns the
+// whole document as text; write it with ag::write_file_atomically.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ag::plot {
+
+struct Series {
+  std::string name;
+  std::vector<double> values;  // y at x = 1, 2, …; non-finite values are skipped
+};
+
+// Lines over a shared x axis (epochs), with axes, ticks and a legend.
+std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                       const std::vector<Series>& series);
+
+// A row-major matrix of values in [0, 1] as coloured cells, labelled on both axes, each cell
+// printed with its value.
+std::string heatmap(const std::string& title, const std::vector<std::string>& row_labels,
+                    const std::vector<std::string>& column_labels, const std::vector<double>& values);
+
+// Escapes text for use inside SVG elements and attributes.
+std::string escape(const std::string& text);
+
+// Nice round tick positions covering [low, high].
+std::vector<double> ticks(double low, double high, int approximate_count);
+
+}  // namespace ag::plot

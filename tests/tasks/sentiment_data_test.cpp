@@ -1,0 +1,49 @@
+// Sentiment data: the TSV reader's errors, the tokenizer, the vocabulary and padding.
+#include <gtest/gtest.h>
+
+#include "tasks/sentiment/data.h"
+#include "tests/test_util.h"
+
+namespace ag::sentiment {
+namespace {
+
+TEST(SentimentData, TokenizerMatchesThePeer) {
+  // The peer: re.sub(r"[^\w\s]", "", s.lower()).split()
+  EXPECT_EQ(tokenize("Fantastic product, works perfectly"),
+            (std::vector<std::string>{"fantastic", "product", "works", "perfectly"}));
+  EXPECT_EQ(tokenize("One of the worst purchases I've made"),
+            (std::vector<std::string>{"one", "of", "the", "worst", "purchases", "ive", "made"}));
+  EXPECT_EQ(tokenize("A must-have!"), (std::vector<std::string>{"a", "musthave"}));
+  EXPECT_EQ(tokenize("  \t "), std::vector<std::string>{});
+}
+
+TEST(SentimentData, TheSeedsSentencesGiveTheSeedsVocabulary) {
+  const std::vector<Example> train = read_tsv(std::string(ATTOGRAD_SOURCE_DIR) + "/tasks/sentiment/train.tsv");
+  ASSERT_EQ(train.size(), 50u);
+  EXPECT_EQ(train[0].text, "I love this product");
+  EXPECT_EQ(train[0].label, 1);
+  EXPECT_EQ(Vocabulary(train).size(), 107 + 2);  // RESULTS.md: 107 words plus <pad> and <unk>
+  EXPECT_EQ(read_tsv(std::string(ATTOGRAD_SOURCE_DIR) + "/tasks/sentiment/test.tsv").size(), 5u);
+}
+
+TEST(SentimentData, EncodePadsAndMasks) {
+  const Vocabulary vocab(std::vector<Example>{{"good movie", 1}, {"bad", 0}});
+  auto [indices, padding] = vocab.encode({"Good movie!", "bad unknownword worse", ""});
+  EXPECT_EQ(indices.shape(), (Shape{3, 3}));
+  EXPECT_EQ(indices.to_vector(), (std::vector<double>{3, 4, 0, 2, 1, 1, 1, 0, 0}));
+  EXPECT_EQ(padding.to_vector(), (std::vector<double>{0, 0, 1, 0, 0, 0, 0, 1, 1}));
+}
+
+TEST(SentimentData, MalformedLinesNameTheirLine) {
+  expect_error([] { parse_tsv("1\tfine\nno tab here\n", "d.tsv"); }, {"d.tsv:2", "no tab"});
+  expect_error([] { parse_tsv("# c\n2\tbad label\n", "d.tsv"); }, {"d.tsv:2", "0 or 1", "'2'"});
+  expect_error([] { parse_tsv("1\t\xff\xfe\n", "d.tsv"); }, {"d.tsv:1", "UTF-8"});
+  expect_error([] { parse_tsv("1\t ,.! \n", "d.tsv"); }, {"d.tsv:1", "no words"});
+  expect_error([] { parse_tsv("\n# only comments\n", "d.tsv"); }, {"d.tsv", "no examples"});
+  expect_error([] { read_tsv("/nonexistent/data.tsv"); }, {"/nonexistent/data.tsv", "cannot open"});
+  expect_error([] { read_tsv("/tmp"); }, {"/tmp", "directory"});
+  EXPECT_EQ(parse_tsv("1\tcaf\xc3\xa9 ok\r\n", "d.tsv")[0].text, "caf\xc3\xa9 ok");
+}
+
+}  // namespace
+}  // namespace ag::sentiment

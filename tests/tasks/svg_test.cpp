@@ -1,0 +1,40 @@
+// The SVG charts: well-formed documents that carry their data.
+#include "tasks/common/svg.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace ag::plot {
+namespace {
+
+int count(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(Svg, LineChartHasOneLinePerSeries) {
+  const std::string svg = line_chart("Loss <MSE>", "epoch", "loss", {{"train", {3, 2, 1.5, NAN}}, {"val", {4, 3}}});
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(count(svg, "<polyline"), 2);
+  EXPECT_NE(svg.find("Loss &lt;MSE&gt;"), std::string::npos);
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+TEST(Svg, HeatmapHasACellPerValue) {
+  const std::string svg = heatmap("attention", {"a", "b"}, {"a", "b", "c"}, {0.1, 0.2, 0.7, 1, 0, 0});
+  EXPECT_EQ(count(svg, "<rect x="), 6);
+  EXPECT_NE(svg.find(">0.70<"), std::string::npos);
+}
+
+TEST(Svg, TicksAreRound) {
+  const std::vector<double> unit = ticks(0, 1, 5);
+  ASSERT_EQ(unit.size(), 6u);
+  for (size_t i = 0; i < unit.size(); ++i) EXPECT_NEAR(unit[i], 0.2 * i, 1e-12);
+  EXPECT_EQ(ticks(1, 100, 4), (std::vector<double>{50, 100}));
+}
+
+}  // namespace
+}  // namespace ag::plot
