@@ -62,7 +62,10 @@ Dropout::Dropout(double p, Generator& gen) : p(p), gen_(&gen) {
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), *gen_); }
 
-std::string Dropout::extra_repr() const { return fmt::format("p={}, inplace=False", p); }
+std::string Dropout::extra_repr() const {
+  // Python prints a float with at least one decimal: p=0.0, p=0.1.
+  return p == std::floor(p) ? fmt::format("p={:.1f}, inplace=False", p) : fmt::format("p={}, inplace=False", p);
+}
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
     : normalized_shape(std::move(normalized_shape)), eps(eps) {

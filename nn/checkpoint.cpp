@@ -1,0 +1,92 @@
+#include "nn/checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ag::nn {
+
+namespace {
+
+bool starts_with_prefix(const std::string& name) { return name.rfind(kOptimizerPrefix, 0) == 0; }
+
+const std::string* find_metadata(const Checkpoint& checkpoint, const std::string& key) {
+  auto it = checkpoint.metadata.find(key);
+  return it == checkpoint.metadata.end() ? nullptr : &it->second;
+}
+
+void check_format(const std::string& path, const Checkpoint& checkpoint) {
+  const std::string* format = find_metadata(checkpoint, "format");
+  AG_CHECK(format && *format == kCheckpointFormat,
+           "{}: not an attograd checkpoint: metadata format is '{}', expected '{}'", path, format ? *format : "(none)",
+           kCheckpointFormat);
+  const std::string* version = find_metadata(checkpoint, "format_version");
+  AG_CHECK(version && *version == kCheckpointFormatVersion,
+           "{}: checkpoint format_version '{}' is not supported; this build reads version {}", path,
+           version ? *version : "(none)", kCheckpointFormatVersion);
+  const std::string* config = find_metadata(checkpoint, "config");
+  AG_CHECK(config && nlohmann::json::accept(*config), "{}: the checkpoint's config is {}", path,
+           config ? "not valid JSON" : "missing");
+  const bool has_type = find_metadata(checkpoint, "optimizer") != nullptr;
+  AG_CHECK(has_type == !checkpoint.optimizer.empty(),
+           "{}: the metadata {} an optimizer type but the file has {} 'optimizer.' tensors", path,
+           has_type ? "names" : "does not name", checkpoint.optimizer.empty() ? "no" : "some");
+}
+
+// Runs `load` and puts the path in front of its error.
+template <typename F>
+void with_path(const std::string& path, F&& load) {
+  try {
+    load();
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+}
+
+}  // namespace
+
+void save(const std::string& path, const Module& module, const std::string& config, const Optimizer* optimizer,
+          const std::map<std::string, std::string>& metadata) {
+  AG_CHECK(nlohmann::json::accept(config), "save {}: config is not valid JSON: {}", path, config);
+  std::map<std::string, std::string> header = metadata;
+  for (const char* reserved : {"format", "format_version", "config", "optimizer"})
+    AG_CHECK(!header.contains(reserved), "save {}: metadata key '{}' is reserved", path, reserved);
+  header.emplace("format", kCheckpointFormat);
+  header.emplace("format_version", kCheckpointFormatVersion);
+  header.emplace("config", config);
+  NamedTensors tensors = module.state_dict();
+  for (const auto& [name, _] : tensors)
+    AG_CHECK(!starts_with_prefix(name), "save {}: model tensor '{}' collides with the optimizer prefix", path, name);
+  if (optimizer) {
+    header.emplace("optimizer", optimizer->type_name());
+    for (const auto& [name, tensor] : optimizer->state_dict())
+      tensors.emplace_back(fmt::format("{}{}", kOptimizerPrefix, name), tensor);
+  }
+  save_safetensors(path, tensors, header);
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  Checkpoint checkpoint;
+  checkpoint.metadata = std::move(file.metadata);
+  for (auto& [name, tensor] : file.tensors) {
+    if (starts_with_prefix(name))
+      checkpoint.optimizer.emplace_back(name.substr(std::string(kOptimizerPrefix).size()), std::move(tensor));
+    else
+      checkpoint.model.emplace_back(std::move(name), std::move(tensor));
+  }
+  check_format(path, checkpoint);
+  return checkpoint;
+}
+
+Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer) {
+  Checkpoint checkpoint = read_checkpoint(path);
+  if (optimizer) {
+    const std::string* saved = find_metadata(checkpoint, "optimizer");
+    AG_CHECK(saved && *saved == optimizer->type_name(), "{}: the checkpoint holds {} state, expected {} state", path,
+             saved ? *saved : "no optimizer", optimizer->type_name());
+  }
+  with_path(path, [&] { module.load_state_dict(checkpoint.model); });
+  if (optimizer) with_path(path, [&] { optimizer->load_state_dict(checkpoint.optimizer); });
+  return checkpoint;
+}
+
+}  // namespace ag::nn

@@ -1,0 +1,43 @@
+// Checkpoints: a model's state_dict, optionally an optimizer's state, and metadata in one
+// safetensors file. Model tensors keep their state_dict names, so the file loads into the
+// equivalent PyTorch module (skip the "optimizer." entries); optimizer tensors are
+// "optimizer.<name of Optimizer::state_dict>". `__metadata__` holds "format"
+// ("attograd-checkpoint"), "format_version" ("1"), "config" (the model configuration as JSON
+// text), "optimizer" (its type, when saved) and the caller's own string entries.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "engine/safetensors.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+
+namespace ag::nn {
+
+inline constexpr const char* kCheckpointFormat = "attograd-checkpoint";
+inline constexpr const char* kCheckpointFormatVersion = "1";
+inline constexpr const char* kOptimizerPrefix = "optimizer.";
+
+struct Checkpoint {
+  NamedTensors model;                           // by state_dict name
+  NamedTensors optimizer;                       // names without the prefix; empty if none was saved
+  std::map<std::string, std::string> metadata;  // all of __metadata__
+  const std::string& config() const { return metadata.at("config"); }
+};
+
+// Writes atomically (temporary file, then rename): a crash leaves the old file or the new one.
+// `config` must be valid JSON; `metadata` may not use the reserved keys above.
+void save(const std::string& path, const Module& module, const std::string& config,
+          const Optimizer* optimizer = nullptr, const std::map<std::string, std::string>& metadata = {});
+
+// Reads and checks a checkpoint without a model: for its config, before building the model.
+// Rejects a file that is not an attograd checkpoint of a supported format version.
+Checkpoint read_checkpoint(const std::string& path);
+
+// Loads the model's tensors (strictly: missing, unexpected or wrong-shape entries are an error
+// naming them) and, if `optimizer` is given, its state, which the file must hold for an
+// optimizer of the same type. Returns the checkpoint (its metadata, config).
+Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer = nullptr);
+
+}  // namespace ag::nn

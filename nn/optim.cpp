@@ -1,0 +1,282 @@
+#include "nn/optim.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "engine/autograd.h"
+
+namespace ag::nn {
+
+namespace {
+
+void check_hyperparameter(std::string_view optimizer, std::string_view name, double value, bool valid) {
+  AG_CHECK(valid, "{}: invalid {}: {}", optimizer, name, value);
+}
+
+std::string state_key(size_t index, const std::string& field) { return fmt::format("state.{}.{}", index, field); }
+
+std::string describe(const Tensor& t) { return fmt::format("{} {}", shape_str(t.shape()), dtype_name(t.dtype())); }
+
+Tensor copy_of(const Tensor& source) { return empty(source.shape(), source.dtype()).copy_(source); }
+
+}  // namespace
+
+// ---- Optimizer
+
+Optimizer::Optimizer(std::string_view name, std::vector<Tensor> params, double lr)
+    : params_(std::move(params)), state_(params_.size()), lr_(lr) {
+  AG_CHECK(!params_.empty(), "{}: got an empty parameter list", name);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    AG_CHECK(p.defined() && is_floating(p.dtype()) && p.requires_grad() && p.is_leaf(),
+             "{}: parameter {} must be a floating leaf tensor that requires grad", name, i);
+  }
+  check_hyperparameter(name, "lr", lr, lr >= 0);
+}
+
+void Optimizer::set_lr(double lr) {
+  check_hyperparameter(type_name(), "lr", lr, lr >= 0);
+  lr_ = lr;
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : params_) p.set_grad({});
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  const std::vector<std::string> names = buffer_names();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& param = params_[i];
+    const Tensor& grad = param.grad();
+    if (!grad.defined()) continue;
+    ParamState& state = state_[i];
+    if (state.buffers.size() != names.size())
+      for (size_t b = 0; b < names.size(); ++b) state.buffers.push_back(zeros(param.shape(), param.dtype()));
+    if (!state.update.defined()) state.update = empty(param.shape(), param.dtype());
+    ++state.step;
+    update(param, grad, state);
+  }
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out{{"lr", scalar(lr_, DType::f64)}};
+  const std::vector<std::string> names = buffer_names();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (state_[i].step == 0) continue;
+    out.emplace_back(state_key(i, "step"), full({}, static_cast<double>(state_[i].step), DType::i64));
+    for (size_t b = 0; b < names.size(); ++b) out.emplace_back(state_key(i, names[b]), state_[i].buffers[b]);
+  }
+  return out;
+}
+
+// The problems with parameter `index`'s entries, which it removes from `given`: either none of
+// them is there (not stepped yet) or all are, the step a positive 0-d i64 and each buffer shaped
+// like the parameter.
+std::vector<std::string> Optimizer::take_param_state(size_t index, std::map<std::string, Tensor>& given) const {
+  std::vector<std::string> fields = buffer_names();
+  fields.insert(fields.begin(), "step");
+  std::vector<std::string> problems, missing;
+  for (const std::string& field : fields) {
+    const std::string key = state_key(index, field);
+    auto it = given.find(key);
+    if (it == given.end()) {
+      missing.push_back(fmt::format("missing '{}'", key));
+      continue;
+    }
+    const Tensor& value = it->second;
+    const Tensor& param = params_[index];
+    if (field == "step" && (value.dim() != 0 || value.dtype() != DType::i64 || value.item() < 1))
+      problems.push_back(fmt::format("'{}' is {} = {}, expected a positive 0-d i64", key, describe(value),
+                                     value.numel() == 1 ? value.item() : NAN));
+    if (field != "step" && (value.shape() != param.shape() || value.dtype() != param.dtype()))
+      problems.push_back(fmt::format("'{}' is {}, the parameter is {}", key, describe(value), describe(param)));
+    given.erase(it);
+  }
+  if (missing.size() < fields.size()) problems.insert(problems.end(), missing.begin(), missing.end());
+  return problems;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  const std::map<std::string, Tensor> values = given;
+  std::vector<std::string> problems;
+  auto lr = given.find("lr");
+  if (lr == given.end())
+    problems.push_back("missing 'lr'");
+  else if (lr->second.numel() != 1 || !is_floating(lr->second.dtype()) || !(lr->second.item() >= 0))
+    problems.push_back(fmt::format("'lr' is {}, expected a non-negative floating scalar", describe(lr->second)));
+  if (lr != given.end()) given.erase(lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    std::vector<std::string> found = take_param_state(i, given);
+    problems.insert(problems.end(), found.begin(), found.end());
+  }
+  for (const auto& [name, _] : given) problems.push_back(fmt::format("unexpected '{}'", name));
+  if (!problems.empty()) fail("{}: load_state_dict: {}", type_name(), fmt::join(problems, "; "));
+
+  lr_ = values.at("lr").item();
+  const std::vector<std::string> names = buffer_names();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ParamState fresh;
+    auto step = values.find(state_key(i, "step"));
+    if (step != values.end()) {
+      fresh.step = static_cast<int64_t>(step->second.item());
+      for (const std::string& name : names) fresh.buffers.push_back(copy_of(values.at(state_key(i, name))));
+    }
+    state_[i] = std::move(fresh);
+  }
+}
+
+// ---- SGD
+
+SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions options)
+    : Optimizer("SGD", std::move(params), lr), options(options) {
+  check_hyperparameter("SGD", "momentum", options.momentum, options.momentum >= 0);
+  check_hyperparameter("SGD", "weight_decay", options.weight_decay, options.weight_decay >= 0);
+  AG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+           "SGD: nesterov momentum needs momentum > 0 and dampening 0, got momentum {} and dampening {}",
+           options.momentum, options.dampening);
+}
+
+std::vector<std::string> SGD::buffer_names() const {
+  if (options.momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+void SGD::update(Tensor& param, const Tensor& grad, ParamState& state) {
+  dispatch_floating(param.dtype(), "SGD", [&]<typename T>() {
+    const T* p = param.data<T>();
+    const T* g = grad.data<T>();
+    T* out = state.update.data<T>();
+    T* buffer = options.momentum == 0 ? nullptr : state.buffers[0].data<T>();
+    const T decay = options.weight_decay, momentum = options.momentum, damped = 1 - options.dampening;
+    const bool first = state.step == 1;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      T d = options.weight_decay == 0 ? g[i] : g[i] + decay * p[i];  // d_p = grad.add(param, alpha=wd)
+      if (buffer) {
+        buffer[i] = first ? d : buffer[i] * momentum + damped * d;  // buf.mul_(momentum).add_(d_p, 1 - dampening)
+        d = options.nesterov ? d + momentum * buffer[i] : buffer[i];
+      }
+      out[i] = d;
+    }
+  });
+  param.add_(state.update, -lr());  // param.add_(d_p, alpha=-lr)
+}
+
+// ---- Adam and AdamW
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, "Adam") {}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options, std::string_view name)
+    : Optimizer(name, std::move(params), options.lr), options(options) {
+  check_hyperparameter(name, "beta1", options.beta1, options.beta1 >= 0 && options.beta1 < 1);
+  check_hyperparameter(name, "beta2", options.beta2, options.beta2 >= 0 && options.beta2 < 1);
+  check_hyperparameter(name, "eps", options.eps, options.eps >= 0);
+  check_hyperparameter(name, "weight_decay", options.weight_decay, options.weight_decay >= 0);
+}
+
+void Adam::update(Tensor& param, const Tensor& grad, ParamState& state) {
+  adam_update(param, grad, state, options.weight_decay);
+}
+
+void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, double l2) {
+  const double bias_correction1 = 1 - std::pow(options.beta1, static_cast<double>(state.step));
+  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options.beta2, static_cast<double>(state.step)));
+  dispatch_floating(param.dtype(), type_name(), [&]<typename T>() {
+    const T* p = param.data<T>();
+    const T* g = grad.data<T>();
+    T* exp_avg = state.buffers[0].data<T>();
+    T* exp_avg_sq = state.buffers[1].data<T>();
+    T* out = state.update.data<T>();
+    const T beta1 = options.beta1, beta2 = options.beta2, eps = options.eps, decay = l2;
+    const T one_minus_beta1 = 1 - options.beta1, one_minus_beta2 = 1 - options.beta2;
+    const T correction2 = bias_correction2_sqrt;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      const T d = l2 == 0 ? g[i] : g[i] + decay * p[i];
+      exp_avg[i] = exp_avg[i] * beta1 + one_minus_beta1 * d;
+      exp_avg_sq[i] = exp_avg_sq[i] * beta2 + one_minus_beta2 * d * d;
+      out[i] = exp_avg[i] / (std::sqrt(exp_avg_sq[i]) / correction2 + eps);  // exp_avg / denom
+    }
+  });
+  param.add_(state.update, -lr() / bias_correction1);  // param.addcdiv_(exp_avg, denom, -step_size)
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : Adam(std::move(params),
+           {.lr = options.lr,
+            .beta1 = options.beta1,
+            .beta2 = options.beta2,
+            .eps = options.eps,
+            .weight_decay = options.weight_decay},
+           "AdamW") {}
+
+void AdamW::update(Tensor& param, const Tensor& grad, ParamState& state) {
+  param.mul_(1 - lr() * options.weight_decay);  // param.mul_(1 - lr * weight_decay)
+  adam_update(param, grad, state, 0);
+}
+
+// ---- clip_grad_norm
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  AG_CHECK(norm_type >= 1, "clip_grad_norm: norm_type must be a p >= 1 or INFINITY, got {}", norm_type);
+  AG_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be non-negative, got {}", max_norm);
+  const bool infinity = std::isinf(norm_type);
+  double total = 0;
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    dispatch_floating(p.grad().dtype(), "clip_grad_norm", [&]<typename T>() {
+      const T* g = p.grad().template data<T>();
+      for (int64_t i = 0; i < p.grad().numel(); ++i) {
+        const double magnitude = std::abs(static_cast<double>(g[i]));
+        total = infinity ? std::max(total, magnitude) : total + std::pow(magnitude, norm_type);
+      }
+    });
+  }
+  if (!infinity) total = std::pow(total, 1 / norm_type);
+  const double coefficient = max_norm / (total + 1e-6);
+  if (coefficient < 1) {
+    NoGradGuard no_grad;
+    for (const Tensor& p : params)
+      if (p.grad().defined()) Tensor(p.grad()).mul_(coefficient);
+  }
+  return total;
+}
+
+// ---- learning-rate schedules
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+
+void LRScheduler::start() { optimizer_.set_lr(lr_at(0)); }
+
+void LRScheduler::step() { optimizer_.set_lr(lr_at(++epoch_)); }
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  AG_CHECK(step_size > 0, "StepLR: step_size must be positive, got {}", step_size);
+  AG_CHECK(gamma >= 0, "StepLR: gamma must be non-negative, got {}", gamma);
+  start();
+}
+
+double StepLR::lr_at(int64_t epoch) const {
+  return base_lr_ * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+}
+
+WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps)
+    : LRScheduler(optimizer), warmup_steps_(warmup_steps), total_steps_(total_steps) {
+  AG_CHECK(warmup_steps >= 0 && total_steps > warmup_steps,
+           "WarmupCosineLR: expected 0 <= warmup_steps < total_steps, got warmup_steps {} and total_steps {}",
+           warmup_steps, total_steps);
+  start();
+}
+
+double WarmupCosineLR::lr_at(int64_t epoch) const {
+  if (epoch < warmup_steps_) return base_lr_ * static_cast<double>(epoch) / static_cast<double>(warmup_steps_);
+  const double progress =
+      std::min(1.0, static_cast<double>(epoch - warmup_steps_) / static_cast<double>(total_steps_ - warmup_steps_));
+  return base_lr_ * 0.5 * (1 + std::cos(std::numbers::pi * progress));
+}
+
+}  // namespace ag::nn

@@ -1,0 +1,187 @@
+#include "nn/trainer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "engine/autograd.h"
+#include "nn/checkpoint.h"
+
+namespace ag::nn {
+
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void request_stop(int) { stop_requested = true; }
+
+std::string encode_generator(const Generator& gen) {
+  const Generator::State s = gen.state();
+  uint64_t spare_bits = 0;
+  std::memcpy(&spare_bits, &s.spare_normal, 8);
+  return fmt::format("{:016x} {} {:016x}", s.counter, s.has_spare_normal ? 1 : 0, spare_bits);
+}
+
+void decode_generator(const std::string& text, Generator& gen) {
+  Generator::State s{};
+  unsigned long long counter = 0, spare_bits = 0;
+  int has_spare = 0;
+  AG_CHECK(std::sscanf(text.c_str(), "%llx %d %llx", &counter, &has_spare, &spare_bits) == 3,
+           "checkpoint: malformed generator state '{}'", text);
+  s.counter = counter;
+  s.has_spare_normal = has_spare != 0;
+  std::memcpy(&s.spare_normal, &spare_bits, 8);
+  gen.set_state(s);
+}
+
+nlohmann::json to_json(const std::vector<EpochRecord>& history) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const EpochRecord& r : history)
+    rows.push_back({{"epoch", r.epoch}, {"train_loss", r.train_loss}, {"metrics", r.metrics}, {"seconds", r.seconds}});
+  return rows;
+}
+
+std::vector<EpochRecord> history_from_json(const std::string& text) {
+  std::vector<EpochRecord> history;
+  for (const auto& row : nlohmann::json::parse(text))
+    history.push_back({row.at("epoch").get<int64_t>(), row.at("train_loss").get<double>(),
+                       row.at("metrics").get<std::map<std::string, double>>(), row.at("seconds").get<double>()});
+  return history;
+}
+
+// A tqdm-like line on stderr: epoch, bar, percent, it/s, running loss.
+class ProgressBar {
+ public:
+  ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t steps)
+      : enabled_(enabled && ::isatty(STDERR_FILENO)), epoch_(epoch), epochs_(epochs), steps_(steps),
+        start_(std::chrono::steady_clock::now()) {}
+  ~ProgressBar() {
+    if (enabled_) std::fputs("\r\033[K", stderr);
+  }
+  void update(int64_t step, double running_loss) const {
+    if (!enabled_) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const int filled = static_cast<int>(20 * step / steps_);
+    std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %3lld%% %.0f it/s loss %.4f", static_cast<long long>(epoch_),
+                 static_cast<long long>(epochs_), std::string(filled, '#').c_str(),
+                 std::string(20 - filled, '.').c_str(), static_cast<long long>(100 * step / steps_),
+                 seconds > 0 ? step / seconds : 0.0, running_loss);
+  }
+
+ private:
+  bool enabled_;
+  int64_t epoch_, epochs_, steps_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+void stop_training_on_sigint() { std::signal(SIGINT, request_stop); }
+
+Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options)
+    : model_(model), optimizer_(optimizer), task_(task), options_(std::move(options)), shuffle_(options_.seed),
+      best_val_loss_(INFINITY) {
+  AG_CHECK(options_.epochs >= 1, "trainer: epochs must be at least 1, got {}", options_.epochs);
+  AG_CHECK(options_.batch_size >= 1, "trainer: batch size must be at least 1, got {}", options_.batch_size);
+  AG_CHECK(task_.train_size() >= 1, "trainer: the training set is empty");
+}
+
+void Trainer::resume(const std::string& last_checkpoint) {
+  const Checkpoint checkpoint = load(last_checkpoint, model_, &optimizer_);
+  const auto& meta = checkpoint.metadata;
+  for (const char* key : {"history", "shuffle_rng", "default_rng", "best_val_loss"})
+    AG_CHECK(meta.count(key), "{}: not a training checkpoint (no '{}' in its metadata)", last_checkpoint, key);
+  history_ = history_from_json(meta.at("history"));
+  decode_generator(meta.at("shuffle_rng"), shuffle_);
+  decode_generator(meta.at("default_rng"), default_generator());
+  best_val_loss_ = std::stod(meta.at("best_val_loss"));
+}
+
+TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) const {
+  const std::string kept = options_.out_dir.empty() || history_.empty()
+                               ? "no checkpoint was written yet"
+                               : fmt::format("{}/last.safetensors holds epoch {} (continue with --resume)",
+                                             options_.out_dir, history_.back().epoch);
+  return TrainingInterrupted(fmt::format("interrupted at epoch {}, step {}; {}", epoch, step, kept));
+}
+
+double Trainer::train_epoch(int64_t epoch) {
+  const int64_t n = task_.train_size();
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[shuffle_.randint(0, i + 1)]);  // Fisher-Yates
+  const int64_t steps = (n + options_.batch_size - 1) / options_.batch_size;
+  ProgressBar bar(options_.progress, epoch, options_.epochs, steps);
+  model_.train();
+  double total = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto first = order.begin() + step * options_.batch_size;
+    const std::vector<int64_t> batch(first, std::min(first + options_.batch_size, order.end()));
+    optimizer_.zero_grad();
+    Tensor loss = task_.loss(batch);
+    const double value = loss.item();
+    if (!std::isfinite(value))
+      throw TrainingDiverged(fmt::format("training diverged: the loss is {} at epoch {}, step {}", value, epoch,
+                                         step + 1));
+    loss.backward();
+    optimizer_.step();
+    total += value * static_cast<double>(batch.size());
+    bar.update(step + 1, total / static_cast<double>(std::min(n, (step + 1) * options_.batch_size)));
+    if (stop_requested) throw interrupted(epoch, step + 1);
+  }
+  return total / static_cast<double>(n);
+}
+
+void Trainer::write_metrics() const {
+  std::string csv = "epoch,train_loss";
+  const std::map<std::string, double>& first = history_.front().metrics;
+  for (const auto& [name, _] : first) csv += "," + name;
+  csv += ",seconds\n";
+  for (const EpochRecord& r : history_) {
+    csv += fmt::format("{},{:.9g}", r.epoch, r.train_loss);
+    for (const auto& [name, _] : first) csv += fmt::format(",{:.9g}", r.metrics.count(name) ? r.metrics.at(name) : NAN);
+    csv += fmt::format(",{:.3f}\n", r.seconds);
+  }
+  write_file_atomically(options_.out_dir + "/metrics.csv", csv);
+}
+
+void Trainer::save_epoch(const EpochRecord& record, bool best) {
+  std::map<std::string, std::string> meta = options_.checkpoint_metadata;
+  meta["epoch"] = std::to_string(record.epoch);
+  meta["history"] = to_json(history_).dump();
+  meta["shuffle_rng"] = encode_generator(shuffle_);
+  meta["default_rng"] = encode_generator(default_generator());
+  meta["best_val_loss"] = fmt::format("{:.17g}", best_val_loss_);
+  save(options_.out_dir + "/last.safetensors", model_, options_.config, &optimizer_, meta);
+  if (best) save(options_.out_dir + "/best.safetensors", model_, options_.config, &optimizer_, meta);
+  write_metrics();
+}
+
+std::vector<EpochRecord> Trainer::fit() {
+  if (!options_.out_dir.empty()) std::filesystem::create_directories(options_.out_dir);
+  for (int64_t epoch = static_cast<int64_t>(history_.size()) + 1; epoch <= options_.epochs; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    EpochRecord record{epoch, train_epoch(epoch), {}, 0};
+    {
+      NoGradGuard no_grad;
+      model_.eval();
+      record.metrics = task_.evaluate();
+    }
+    record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double val = record.metrics.count("val_loss") ? record.metrics.at("val_loss") : record.train_loss;
+    const bool best = val < best_val_loss_;
+    if (best) best_val_loss_ = val;
+    history_.push_back(record);
+    if (!options_.out_dir.empty()) save_epoch(record, best);
+  }
+  return history_;
+}
+
+}  // namespace ag::nn

@@ -1,0 +1,79 @@
+// Trainer: epochs over seeded-shuffled batches, evaluation after each epoch, metrics.csv, a
+// progress bar, checkpoints (last and best by validation loss) and resume.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+
+namespace ag::nn {
+
+// What the Trainer asks of a task. The Trainer sets train/eval mode and grad mode around calls.
+class TrainTask {
+ public:
+  virtual ~TrainTask() = default;
+  virtual int64_t train_size() const = 0;
+  // The mean loss over the training examples at these indices (model in train mode).
+  virtual Tensor loss(const std::vector<int64_t>& batch) = 0;
+  // Metrics after an epoch (model in eval mode, no grad): "val_loss" if there is a validation set.
+  virtual std::map<std::string, double> evaluate() = 0;
+};
+
+struct TrainerOptions {
+  int64_t epochs = 100;
+  int64_t batch_size = 16;
+  uint64_t seed = 0;
+  std::string out_dir;  // metrics.csv, last.safetensors, best.safetensors; nothing written if empty
+  bool progress = true;  // the bar on stderr, only when stderr is a terminal
+  std::string config;    // JSON text stored in checkpoints
+  std::map<std::string, std::string> checkpoint_metadata;  // e.g. the vocabulary
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;  // from 1
+  double train_loss = 0;
+  std::map<std::string, double> metrics;
+  double seconds = 0;
+};
+
+// A non-finite loss: training stopped, the last good checkpoints are untouched.
+class TrainingDiverged : public Error {
+ public:
+  using Error::Error;
+};
+// SIGINT arrived: stopped after the current step; `last` holds the last complete epoch.
+class TrainingInterrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+class Trainer {
+ public:
+  Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options);
+  // Continues from OUT/last.safetensors (model, optimizer, RNG states, epoch, history).
+  void resume(const std::string& last_checkpoint);
+  std::vector<EpochRecord> fit();
+
+ private:
+  double train_epoch(int64_t epoch);
+  TrainingInterrupted interrupted(int64_t epoch, int64_t step) const;
+  void save_epoch(const EpochRecord& record, bool best);
+  void write_metrics() const;
+
+  Module& model_;
+  Optimizer& optimizer_;
+  TrainTask& task_;
+  TrainerOptions options_;
+  Generator shuffle_;
+  std::vector<EpochRecord> history_;
+  double best_val_loss_;
+};
+
+// Installs a SIGINT handler that asks a running Trainer to stop after its current step.
+void stop_training_on_sigint();
+
+}  // namespace ag::nn

@@ -1,0 +1,254 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+#include <limits>
+
+#include "engine/autograd.h"
+
+namespace ag::nn {
+
+namespace {
+
+// U(-a, a) with a = √(6 / (fan_in + fan_out)) for a (fan_out, fan_in) matrix (torch's xavier_uniform_).
+Tensor xavier_uniform(const Shape& shape, Generator& gen) {
+  NoGradGuard no_grad;
+  const double bound = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
+  return sub(mul(rand(shape, DType::f32, gen), 2 * bound), scalar(bound));
+}
+
+std::string shape_or_undefined(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
+
+void check_mask(std::string_view module, std::string_view what, const Tensor& mask, const Shape& expected) {
+  if (!mask.defined()) return;
+  AG_CHECK(mask.dtype() == DType::b8 && mask.shape() == expected,
+           "{}: expected a b8 {} of shape {} (true = hidden), got {} of shape {}", module, what, shape_str(expected),
+           dtype_name(mask.dtype()), shape_str(mask.shape()));
+}
+
+// Every mask against src (N, S, E) and tgt (N, T, E), so a bad one is named before any work.
+void check_masks(const TransformerMasks& m, int64_t N, int64_t S, int64_t T) {
+  check_mask("Transformer", "src_mask", m.src_mask, {S, S});
+  check_mask("Transformer", "tgt_mask", m.tgt_mask, {T, T});
+  check_mask("Transformer", "memory_mask", m.memory_mask, {T, S});
+  check_mask("Transformer", "src_key_padding_mask", m.src_key_padding_mask, {N, S});
+  check_mask("Transformer", "tgt_key_padding_mask", m.tgt_key_padding_mask, {N, T});
+  check_mask("Transformer", "memory_key_padding_mask", m.memory_key_padding_mask, {N, S});
+}
+
+// x + dropout(sublayer_out), then LayerNorm: the post-norm residual of every sublayer.
+Tensor add_and_norm(const Tensor& x, const Tensor& sublayer_out, Dropout& dropout, LayerNorm& norm) {
+  return norm.forward(add(x, dropout.forward(sublayer_out)));
+}
+
+Tensor feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2) {
+  return linear2.forward(dropout.forward(relu(linear1.forward(x))));
+}
+
+}  // namespace
+
+PackedMultiheadAttention::PackedMultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout, Generator& gen)
+    : num_heads(num_heads), dropout(dropout), gen_(&gen) {
+  AG_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
+           "MultiheadAttention: embed_dim {} must be a positive multiple of num_heads {}", embed_dim, num_heads);
+  AG_CHECK(dropout >= 0 && dropout <= 1, "MultiheadAttention: dropout must be in [0, 1], got {}", dropout);
+  in_proj_weight = register_parameter("in_proj_weight", xavier_uniform({3 * embed_dim, embed_dim}, gen));
+  in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}));
+  out_proj =
+      register_module("out_proj", std::make_shared<NonDynamicallyQuantizableLinear>(embed_dim, embed_dim, true, gen));
+  NoGradGuard no_grad;
+  out_proj->bias.zero_();
+}
+
+Tensor PackedMultiheadAttention::project(const Tensor& x, int64_t which) const {
+  const int64_t E = in_proj_bias.size(0) / 3;
+  AG_CHECK(x.defined() && x.dim() == 3 && x.size(2) == E,
+           "MultiheadAttention: expected query, key and value of shape (N, L, {}), got {}", E, shape_or_undefined(x));
+  Tensor w = slice(in_proj_weight, 0, which * E, (which + 1) * E);                      // (E, E)
+  Tensor b = slice(in_proj_bias, 0, which * E, (which + 1) * E);                        // (E)
+  Tensor projected = add(matmul(x, w, false, true), b);                                 // (N, L, E)
+  Tensor heads = reshape(projected, {x.size(0), x.size(1), num_heads, E / num_heads});  // (N, L, H, E/H)
+  return transpose(heads, 1, 2);                                                        // (N, H, L, E/H)
+}
+
+Tensor PackedMultiheadAttention::masked_scores(Tensor scores, const Tensor& key_padding_mask,
+                                               const Tensor& attn_mask) const {
+  const double hidden = -std::numeric_limits<double>::infinity();
+  check_mask("MultiheadAttention", "attn_mask", attn_mask, {scores.size(2), scores.size(3)});
+  check_mask("MultiheadAttention", "key_padding_mask", key_padding_mask, {scores.size(0), scores.size(3)});
+  if (attn_mask.defined()) scores = masked_fill(scores, attn_mask, hidden);  // (T, S) over (N, H, T, S)
+  if (key_padding_mask.defined()) {
+    Tensor padding = reshape(key_padding_mask, {scores.size(0), 1, 1, scores.size(3)});  // (N, 1, 1, S)
+    scores = masked_fill(scores, padding, hidden);
+  }
+  return scores;
+}
+
+Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                         const Tensor& key_padding_mask, const Tensor& attn_mask) {
+  Tensor q = project(query, 0);  // (N, H, T, Dh)
+  Tensor k = project(key, 1);    // (N, H, S, Dh)
+  Tensor v = project(value, 2);  // (N, H, S, Dh)
+  AG_CHECK(q.size(0) == k.size(0) && k.size(2) == v.size(2),
+           "MultiheadAttention: query {}, key {} and value {} must share the batch size, key and value the length",
+           shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  Tensor scores = mul(matmul(q, k, false, true), scale);  // (N, H, T, S)
+  scores = masked_scores(scores, key_padding_mask, attn_mask);
+  Tensor weights = softmax(scores, -1);  // (N, H, T, S)
+  weights_ = weights.detach();
+  weights = ag::dropout(weights, dropout, is_training(), *gen_);
+  Tensor context = transpose(matmul(weights, v), 1, 2);                       // (N, T, H, Dh)
+  context = reshape(context, {query.size(0), query.size(1), query.size(2)});  // (N, T, E)
+  return out_proj->forward(context);
+}
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& gen) {
+  self_attn =
+      register_module("self_attn", std::make_shared<PackedMultiheadAttention>(o.d_model, o.nhead, o.dropout, gen));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, true, gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, true, gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout, gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout, gen));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask) {
+  Tensor x = add_and_norm(src, self_attn->forward(src, src, src, src_key_padding_mask, src_mask), *dropout1, *norm1);
+  return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout2, *norm2);
+}
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& o, Generator& gen) {
+  self_attn =
+      register_module("self_attn", std::make_shared<PackedMultiheadAttention>(o.d_model, o.nhead, o.dropout, gen));
+  multihead_attn =
+      register_module("multihead_attn", std::make_shared<PackedMultiheadAttention>(o.d_model, o.nhead, o.dropout, gen));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, true, gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, true, gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout, gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout, gen));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(o.dropout, gen));
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                        const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                        const Tensor& memory_key_padding_mask) {
+  Tensor x = add_and_norm(tgt, self_attn->forward(tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask), *dropout1, *norm1);
+  Tensor cross = multihead_attn->forward(x, memory, memory, memory_key_padding_mask, memory_mask);  // (N, T, E)
+  x = add_and_norm(x, cross, *dropout2, *norm2);
+  return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout3, *norm3);
+}
+
+TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen) {
+  AG_CHECK(num_layers > 0, "TransformerEncoder: expected a positive number of layers, got {}", num_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<TransformerEncoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(options, gen));
+  norm = register_module("norm", std::make_shared<LayerNorm>(Shape{options.d_model}, options.layer_norm_eps));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
+  Tensor x = src;
+  for (auto& layer : *layers) x = layer->forward(x, mask, src_key_padding_mask);
+  return norm->forward(x);
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen) {
+  AG_CHECK(num_layers > 0, "TransformerDecoder: expected a positive number of layers, got {}", num_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<TransformerDecoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(options, gen));
+  norm = register_module("norm", std::make_shared<LayerNorm>(Shape{options.d_model}, options.layer_norm_eps));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                   const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                   const Tensor& memory_key_padding_mask) {
+  Tensor x = tgt;
+  for (auto& layer : *layers)
+    x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
+  return norm->forward(x);
+}
+
+Transformer::Transformer(const TransformerOptions& o, Generator& gen) {
+  const TransformerLayerOptions layer{o.d_model, o.nhead, o.dim_feedforward, o.dropout, o.layer_norm_eps};
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(layer, o.num_encoder_layers, gen));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(layer, o.num_decoder_layers, gen));
+  NoGradGuard no_grad;
+  for (Tensor& p : parameters())
+    if (p.dim() > 1) p.copy_(xavier_uniform(p.shape(), gen));
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& m) {
+  AG_CHECK(src.defined() && tgt.defined() && src.dim() == 3 && tgt.dim() == 3 && src.size(0) == tgt.size(0),
+           "Transformer: expected src (N, S, E) and tgt (N, T, E) with the same N, got {} and {}",
+           shape_or_undefined(src), shape_or_undefined(tgt));
+  check_masks(m, src.size(0), src.size(1), tgt.size(1));
+  Tensor memory = encoder->forward(src, m.src_mask, m.src_key_padding_mask);  // (N, S, E)
+  return decoder->forward(tgt, memory, m.tgt_mask, m.memory_mask, m.tgt_key_padding_mask,
+                          m.memory_key_padding_mask);  // (N, T, E)
+}
+
+PositionalEncoding::PositionalEncoding(int64_t d_model, int64_t max_len) {
+  AG_CHECK(d_model > 0 && max_len > 0, "PositionalEncoding: expected positive sizes, got d_model={} max_len={}",
+           d_model, max_len);
+  Tensor table = zeros({max_len, d_model});
+  for (int64_t pos = 0; pos < max_len; ++pos) {
+    for (int64_t i = 0; i < d_model; ++i) {
+      const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(i - i % 2) / d_model);
+      table.set({pos, i}, i % 2 == 0 ? std::sin(angle) : std::cos(angle));
+    }
+  }
+  pe = register_buffer("pe", table);
+}
+
+Tensor PositionalEncoding::forward(const Tensor& x) {
+  AG_CHECK(x.defined() && x.dim() == 3 && x.size(1) <= pe.size(0) && x.size(2) == pe.size(1),
+           "PositionalEncoding: expected input of shape (N, L ≤ {}, {}), got {}", pe.size(0), pe.size(1),
+           shape_or_undefined(x));
+  return add(x, slice(pe, 0, 0, x.size(1)));  // (N, L, D) + (L, D)
+}
+
+std::string PositionalEncoding::extra_repr() const {
+  return fmt::format("d_model={}, max_len={}", pe.size(1), pe.size(0));
+}
+
+SquaresTransformer::SquaresTransformer(int64_t n_features, const TransformerOptions& options, int64_t max_len,
+                                       Generator& gen) {
+  input_proj = register_module("input_proj", std::make_shared<Linear>(n_features, options.d_model, true, gen));
+  pos_encoding = register_module("pos_encoding", std::make_shared<PositionalEncoding>(options.d_model, max_len));
+  transformer = register_module("transformer", std::make_shared<Transformer>(options, gen));
+  output_proj = register_module("output_proj", std::make_shared<Linear>(options.d_model, n_features, true, gen));
+}
+
+Tensor SquaresTransformer::embed(const Tensor& points) { return pos_encoding->forward(input_proj->forward(points)); }
+
+Tensor SquaresTransformer::forward(const Tensor& source, const Tensor& shifted_target,
+                                   const Tensor& src_key_padding_mask) {
+  AG_CHECK(shifted_target.defined() && shifted_target.dim() == 3,
+           "SquaresTransformer: expected a shifted target of shape (N, T, F), got {}",
+           shape_or_undefined(shifted_target));
+  TransformerMasks masks;
+  masks.tgt_mask = causal_mask(shifted_target.size(1));
+  masks.src_key_padding_mask = masks.memory_key_padding_mask = src_key_padding_mask;
+  Tensor decoded = transformer->forward(embed(source), embed(shifted_target), masks);  // (N, T, d_model)
+  return output_proj->forward(decoded);                                                // (N, T, F)
+}
+
+Tensor SquaresTransformer::predict(const Tensor& source, int64_t target_len, const Tensor& src_key_padding_mask) {
+  AG_CHECK(source.defined() && source.dim() == 3 && target_len > 0,
+           "SquaresTransformer: predict expects a source (N, S, F) and target_len > 0, got {} and {}",
+           shape_or_undefined(source), target_len);
+  NoGradGuard no_grad;
+  Tensor inputs = slice(source, 1, -1, source.size(1));  // (N, 1, F)
+  for (int64_t i = 0; i < target_len; ++i) {
+    Tensor out = forward(source, inputs, src_key_padding_mask);  // (N, i+1, F)
+    inputs = cat({inputs, slice(out, 1, -1, out.size(1))}, 1);   // (N, i+2, F)
+  }
+  return slice(inputs, 1, 1, inputs.size(1));  // (N, target_len, F)
+}
+
+}  // namespace ag::nn

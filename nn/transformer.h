@@ -1,0 +1,186 @@
+// The "Attention is all you need" encoder-decoder, laid out like torch.nn.Transformer
+// (batch_first=True, post-norm, ReLU feed-forward): the same module tree, parameter names and
+// maths, so torch's state_dict loads straight into it and both give the same outputs.
+// torch.nn.Transformer has no positional encoding; PositionalEncoding is a separate module, and
+// SquaresTransformer puts the pieces together for seed 004's noisy-squares task.
+//
+// Masks are b8 with torch's boolean convention, true where attention is forbidden:
+//   src_mask (S, S), tgt_mask (T, T) — causal_mask(T) —, memory_mask (T, S);
+//   *_key_padding_mask (N, length): true at padding positions.
+// A query row with every key hidden gets NaN, as in PyTorch.
+#pragma once
+
+#include <memory>
+
+#include "engine/ops.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace ag::nn {
+
+// torch's class for MultiheadAttention.out_proj; a Linear under another printed name.
+class NonDynamicallyQuantizableLinear : public Linear {
+ public:
+  using Linear::Linear;
+  std::string type_name() const override { return "NonDynamicallyQuantizableLinear"; }
+};
+
+// torch.nn.MultiheadAttention(embed_dim, num_heads, dropout, batch_first=True) with its packed
+// projection: in_proj_weight (3E, E) holds W_q, W_k, W_v stacked; heads of width E / num_heads;
+// dropout on the attention weights in training mode.
+class PackedMultiheadAttention : public Module {
+ public:
+  PackedMultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0,
+                           Generator& gen = default_generator());
+  // query (N, T, E), key and value (N, S, E) → (N, T, E).
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
+                 const Tensor& attn_mask = {});
+  std::string type_name() const override { return "MultiheadAttention"; }
+
+  const Tensor& attention_weights() const { return weights_; }  // the last ones (N, H, T, S), detached
+
+  Tensor in_proj_weight;
+  Tensor in_proj_bias;
+  std::shared_ptr<NonDynamicallyQuantizableLinear> out_proj;
+  int64_t num_heads;
+  double dropout;
+
+ private:
+  Tensor project(const Tensor& x, int64_t which) const;  // (N, L, E) → (N, H, L, E/H), which: 0 q, 1 k, 2 v
+  Tensor masked_scores(Tensor scores, const Tensor& key_padding_mask, const Tensor& attn_mask) const;
+
+  Generator* gen_;
+  Tensor weights_;
+};
+
+struct TransformerLayerOptions {
+  int64_t d_model;
+  int64_t nhead;
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  double layer_norm_eps = 1e-5;
+};
+
+// x = norm1(x + self_attn(x)); x = norm2(x + ff(x)), ff = linear2(dropout(relu(linear1(x)))).
+class TransformerEncoderLayer : public Module {
+ public:
+  explicit TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
+  Tensor forward(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {});
+  std::string type_name() const override { return "TransformerEncoderLayer"; }
+
+  std::shared_ptr<PackedMultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1;
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Linear> linear2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> dropout1, dropout2;
+};
+
+// Masked self-attention, cross-attention to the encoder's memory, feed-forward; each sublayer
+// residual then LayerNorm (norm1, norm2, norm3).
+class TransformerDecoderLayer : public Module {
+ public:
+  explicit TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
+                 const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
+  std::string type_name() const override { return "TransformerDecoderLayer"; }
+
+  std::shared_ptr<PackedMultiheadAttention> self_attn;
+  std::shared_ptr<PackedMultiheadAttention> multihead_attn;
+  std::shared_ptr<Linear> linear1;
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Linear> linear2;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+};
+
+// N encoder layers, then a final LayerNorm (`norm`).
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen = default_generator());
+  Tensor forward(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {});
+  std::string type_name() const override { return "TransformerEncoder"; }
+
+  std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;
+};
+
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen = default_generator());
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
+                 const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
+  std::string type_name() const override { return "TransformerDecoder"; }
+
+  std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;
+};
+
+struct TransformerOptions {
+  int64_t d_model = 512;
+  int64_t nhead = 8;
+  int64_t num_encoder_layers = 6;
+  int64_t num_decoder_layers = 6;
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  double layer_norm_eps = 1e-5;
+};
+
+// Every mask torch.nn.Transformer.forward takes; undefined ones hide nothing.
+struct TransformerMasks {
+  Tensor src_mask;                 // (S, S)
+  Tensor tgt_mask;                 // (T, T), usually causal_mask(T)
+  Tensor memory_mask;              // (T, S)
+  Tensor src_key_padding_mask;     // (N, S)
+  Tensor tgt_key_padding_mask;     // (N, T)
+  Tensor memory_key_padding_mask;  // (N, S), usually src_key_padding_mask
+};
+
+// torch.nn.Transformer(batch_first=True). Parameters with more than one dim start Xavier-uniform,
+// as torch's _reset_parameters does.
+class Transformer : public Module {
+ public:
+  explicit Transformer(const TransformerOptions& options = {}, Generator& gen = default_generator());
+  // src (N, S, d_model), tgt (N, T, d_model) → (N, T, d_model).
+  Tensor forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {});
+  std::string type_name() const override { return "Transformer"; }
+
+  std::shared_ptr<TransformerEncoder> encoder;
+  std::shared_ptr<TransformerDecoder> decoder;
+};
+
+// Adds the sinusoidal encoding of the paper: pe[pos, 2i] = sin(pos / 10000^(2i/d_model)),
+// pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model)). The table is the buffer `pe` (max_len, d_model).
+class PositionalEncoding : public UnaryModule {
+ public:
+  PositionalEncoding(int64_t d_model, int64_t max_len = 512);
+  Tensor forward(const Tensor& x) override;  // (N, L, d_model), L ≤ max_len
+  std::string type_name() const override { return "PositionalEncoding"; }
+  std::string extra_repr() const override;
+
+  Tensor pe;
+};
+
+// For seed 004's squares: points (F features) projected to d_model, position-encoded, through
+// the Transformer, projected back. forward() decodes a shifted target under the causal mask
+// (teacher forcing); predict() generates target_len points from its own outputs.
+class SquaresTransformer : public Module {
+ public:
+  SquaresTransformer(int64_t n_features, const TransformerOptions& options, int64_t max_len = 512,
+                     Generator& gen = default_generator());
+  // source (N, S, F), shifted_target (N, T, F) → (N, T, F).
+  Tensor forward(const Tensor& source, const Tensor& shifted_target, const Tensor& src_key_padding_mask = {});
+  // The first target point is the last source point; returns (N, target_len, F), no gradient.
+  Tensor predict(const Tensor& source, int64_t target_len, const Tensor& src_key_padding_mask = {});
+  std::string type_name() const override { return "SquaresTransformer"; }
+
+  std::shared_ptr<Linear> input_proj;
+  std::shared_ptr<PositionalEncoding> pos_encoding;
+  std::shared_ptr<Transformer> transformer;
+  std::shared_ptr<Linear> output_proj;
+
+ private:
+  Tensor embed(const Tensor& points);  // (N, L, F) → (N, L, d_model)
+};
+
+}  // namespace ag::nn

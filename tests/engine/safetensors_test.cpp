@@ -1,0 +1,252 @@
+// safetensors I/O: round trips, the strict reader's rejections, atomic writes.
+#include "engine/safetensors.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/test_util.h"
+
+namespace ag {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh, empty directory for one test, removed with everything in it at the end.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ =
+        fs::temp_directory_path() / fmt::format("attograd_{}_{}_{}", test->test_suite_name(), test->name(), ::getpid());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  operator const fs::path&() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+// The 8-byte little-endian length, then the header, then the data.
+std::string raw_file(const std::string& header, const std::string& data = "") {
+  std::string bytes(8, '\0');
+  const uint64_t length = header.size();
+  std::memcpy(bytes.data(), &length, 8);
+  return bytes + header + data;
+}
+
+TEST(Safetensors, RoundTripsEveryDtypeScalarsEmptyTensorsAndMetadata) {
+  const TempDir dir;
+  const fs::path path = dir / "all.safetensors";
+  const NamedTensors tensors{
+      {"f32", tensor({1.5, -2, 3.25, 1e-30, 7, 8}, {2, 3})},
+      {"f64", tensor({0.1, 1e300}, {2}, DType::f64)},
+      {"i64", full({3}, -(int64_t{1} << 40), DType::i64)},
+      {"b8", tensor({1, 0, 1}, {3, 1}, DType::b8)},
+      {"scalar", scalar(42)},
+      {"empty", zeros({0})},
+      {"empty_2d", zeros({2, 0, 3}, DType::f64)},
+  };
+  const std::map<std::string, std::string> metadata{{"format", "test"}, {"config", R"({"d": 16})"}, {"empty", ""}};
+  save_safetensors(path, tensors, metadata);
+
+  EXPECT_EQ(read_bytes(path).substr(8).find("{"), 0u);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, read_bytes(path).data(), 8);
+  EXPECT_EQ(header_length % 8, 0u) << "the header is padded to a multiple of 8";
+  const SafetensorsFile file = load_safetensors(path);
+  EXPECT_EQ(file.metadata, metadata);
+  ASSERT_EQ(file.tensors.size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, expected] = tensors[i];
+    const auto& [loaded_name, loaded] = file.tensors[i];
+    EXPECT_EQ(loaded_name, name);
+    EXPECT_EQ(loaded.shape(), expected.shape()) << name;
+    EXPECT_EQ(loaded.dtype(), expected.dtype()) << name;
+    EXPECT_EQ(loaded.to_vector(), expected.to_vector()) << name;
+  }
+}
+
+TEST(Safetensors, WithoutMetadataHasNoMetadataEntry) {
+  const TempDir dir;
+  const fs::path path = dir / "plain.safetensors";
+  save_safetensors(path, {{"x", ones({2})}});
+  EXPECT_EQ(read_bytes(path).find("__metadata__"), std::string::npos);
+  EXPECT_TRUE(load_safetensors(path).metadata.empty());
+}
+
+TEST(Safetensors, RefusesToWriteUndefinedRepeatedOrReservedNames) {
+  const TempDir dir;
+  const fs::path path = dir / "bad.safetensors";
+  expect_error([&] { save_safetensors(path, {{"x", Tensor()}}); }, {"'x'", "undefined"});
+  expect_error([&] { save_safetensors(path, {{"x", ones({1})}, {"x", ones({1})}}); }, {"'x'", "repeated"});
+  expect_error([&] { save_safetensors(path, {{"__metadata__", ones({1})}}); }, {"reserved"});
+  EXPECT_FALSE(fs::exists(path));
+}
+
+struct BadFile {
+  std::string what;
+  std::string bytes;
+  std::vector<std::string> message;
+};
+
+std::vector<BadFile> bad_files() {
+  const std::string good_entry = R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  const std::string eight(8, '\0');
+  std::string huge_length(8, '\xff');
+  return {
+      {"empty file", "", {"0 bytes", "shorter than the 8-byte header length"}},
+      {"3 bytes", "abc", {"3 bytes"}},
+      {"header length past the end", raw_file("{}").substr(0, 9), {"header length 2 runs past the end"}},
+      {"header length 2^64-1", huge_length + "{}", {"runs past the end"}},
+      {"invalid JSON", raw_file(R"({"x":)"), {"not valid JSON"}},
+      {"header not an object", raw_file("[1,2]"), {"not a JSON object"}},
+      {"unknown dtype",
+       raw_file(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", eight),
+       {"'x'", "dtype 'F16'", "expected one of F32, F64, I64, BOOL"}},
+      {"offsets past the data",
+       raw_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", eight),
+       {"'x'", "[0, 16]", "outside the 8 data bytes"}},
+      {"offsets reversed",
+       raw_file(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", eight),
+       {"'x'", "[8, 0]"}},
+      {"size does not match the shape",
+       raw_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight),
+       {"'x'", "(3)", "needs 12 bytes", "span 8"}},
+      {"overlapping data",
+       raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                eight),
+       {"overlap"}},
+      {"negative size",
+       raw_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight),
+       {"'x'", "invalid size", "[-2]"}},
+      {"fractional size",
+       raw_file(R"({"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", eight),
+       {"'x'", "invalid size"}},
+      {"impossibly large shape",
+       raw_file(R"({"x":{"dtype":"F32","shape":[1048576,1048576,1048576],"data_offsets":[0,8]}})", eight),
+       {"'x'", "impossibly large"}},
+      {"missing data_offsets", raw_file(R"({"x":{"dtype":"F32","shape":[2]}})", eight), {"'x'", "data_offsets"}},
+      {"non-integer offsets",
+       raw_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":["0",8]}})", eight),
+       {"'x'", "non-integer data_offsets"}},
+      {"truncated data",
+       raw_file("{" + good_entry + "}", eight).substr(0, 8 + 2 + good_entry.size() + 5),
+       {"'x'", "outside the 5 data bytes"}},
+      {"BOOL byte other than 0 or 1",
+       raw_file(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", "\x01\x07"),
+       {"'m'", "not 0 or 1"}},
+      {"metadata not an object", raw_file(R"({"__metadata__":[1]})"), {"__metadata__ is not an object"}},
+      {"metadata value not a string", raw_file(R"({"__metadata__":{"version":1}})"), {"metadata 'version'"}},
+  };
+}
+
+TEST(Safetensors, TheStrictReaderRejectsBadFilesSayingWhatIsWrong) {
+  const TempDir dir;
+  for (const BadFile& bad : bad_files()) {
+    SCOPED_TRACE(bad.what);
+    const fs::path path = dir / "bad.safetensors";
+    write_bytes(path, bad.bytes);
+    std::vector<std::string> parts = bad.message;
+    parts.push_back(path.string());  // every message names the file
+    expect_error([&] { load_safetensors(path); }, parts);
+  }
+}
+
+TEST(Safetensors, MissingFilesAndDirectoriesAreErrors) {
+  const TempDir dir;
+  expect_error([&] { load_safetensors(dir / "absent.safetensors"); }, {"absent.safetensors", "cannot open"});
+  EXPECT_NE(error_of([&] { load_safetensors(fs::path(dir)); }), "");
+}
+
+// A bit flipped anywhere in a good file's header must give a file that loads or an ag::Error:
+// never a crash, never another exception.
+TEST(Safetensors, BitFlipsInTheHeaderNeverCrashTheReader) {
+  const TempDir dir;
+  const fs::path good = dir / "good.safetensors";
+  save_safetensors(good, {{"w", tensor({1, 2, 3, 4, 5, 6}, {2, 3})}, {"b", ones({3}, DType::f64)}}, {{"k", "v"}});
+  const std::string bytes = read_bytes(good);
+  const fs::path flipped = dir / "flipped.safetensors";
+  int rejected = 0;
+  for (size_t at = 0; at < 8 + 64; ++at) {
+    for (int bit : {0, 3, 6}) {
+      std::string damaged = bytes;
+      damaged[at] = static_cast<char>(damaged[at] ^ (1 << bit));
+      write_bytes(flipped, damaged);
+      rejected += error_of([&] { load_safetensors(flipped); }).empty() ? 0 : 1;
+    }
+  }
+  EXPECT_GE(rejected, 8 * 3) << "every flip in the length bytes must at least be rejected";
+
+  std::string damaged = bytes;
+  damaged[8] ^= 0x01;  // '{' becomes 'z'
+  write_bytes(flipped, damaged);
+  expect_error([&] { load_safetensors(flipped); }, {"not valid JSON"});
+}
+
+TEST(Safetensors, OverwriteReplacesTheFileWholeAndLeavesNoTemporary) {
+  const TempDir dir;
+  const fs::path path = dir / "model.safetensors";
+  save_safetensors(path, {{"x", ones({4})}});
+  save_safetensors(path, {{"x", full({2}, 3)}});
+  EXPECT_EQ(load_safetensors(path).tensors.at(0).second.to_vector(), (std::vector<double>{3, 3}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+// A write that fails half-way (here: the file-size limit is hit, as a full disk would) leaves
+// the old file byte for byte, and no temporary behind.
+TEST(Safetensors, AFailedWriteLeavesTheOldFileIntact) {
+  const TempDir dir;
+  const fs::path path = dir / "model.safetensors";
+  save_safetensors(path, {{"x", ones({4})}});
+  const std::string old_bytes = read_bytes(path);
+
+  rlimit previous{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &previous), 0);
+  const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = previous;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string error = error_of([&] { save_safetensors(path, {{"x", zeros({100000})}}); });
+  ::setrlimit(RLIMIT_FSIZE, &previous);
+  std::signal(SIGXFSZ, previous_handler);
+
+  EXPECT_NE(error.find("write failed"), std::string::npos) << error;
+  EXPECT_NE(error.find(path.string()), std::string::npos) << error;
+  EXPECT_EQ(read_bytes(path), old_bytes);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "a temporary was left";
+}
+
+TEST(Safetensors, SavingOntoADirectoryFailsAndLeavesItAlone) {
+  const TempDir dir;
+  const fs::path target = dir / "taken";
+  fs::create_directories(target / "inside");
+  expect_error([&] { save_safetensors(target, {{"x", ones({2})}}); }, {"taken", "could not be written"});
+  EXPECT_TRUE(fs::is_directory(target / "inside"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "a temporary was left";
+  expect_error(
+      [&] {
+        save_safetensors(dir / "no" / "such" / "dir.safetensors", {{"x", ones({2})}});
+      },
+      {"cannot write"});
+}
+
+}  // namespace
+}  // namespace ag

@@ -1,0 +1,113 @@
+"""Checkpoints between attograd and PyTorch, both ways.
+
+(a) Loads each attograd_<model>.safetensors checkpoint that tests/nn/interop_test.cpp wrote into
+    the equivalent PyTorch module (safetensors-style: plain tensors by state_dict name, the
+    "optimizer." entries skipped, strict load_state_dict) and compares its outputs with the ones
+    attograd stored in attograd_<model>_io.safetensors.
+(b) Writes pytorch_<model>.safetensors (an attograd checkpoint made by PyTorch) and
+    pytorch_<model>_io.safetensors (inputs, outputs) for the C++ test to reproduce.
+Exits non-zero on any mismatch. Usually run through tools/golden/interop.sh.
+Usage: /usr/bin/python3 tools/golden/interop.py <directory>
+"""
+import json
+import sys
+
+import torch
+
+from golden import load, save
+from seq2seq import DecoderSelfAttn, EncoderDecoderSelfAttn, EncoderSelfAttn
+
+FORMAT, FORMAT_VERSION = "attograd-checkpoint", "1"
+CONFIGS = {
+    "mlp": {"model": "mlp", "in": 4, "hidden": 8, "out": 3},
+    "embedding": {"model": "embedding", "vocab": 10, "dim": 6},
+    "seed004": {"model": "seed004_encdec", "n_heads": 3, "d_model": 2, "ff_units": 10, "n_features": 2,
+                "input_len": 2, "target_len": 2},
+}
+
+
+def build(config):
+    """The PyTorch module for a checkpoint's config, and how to run it (inputs → outputs)."""
+    kind = config["model"]
+    if kind == "mlp":
+        model = torch.nn.Sequential(torch.nn.Linear(config["in"], config["hidden"]), torch.nn.ReLU(),
+                                    torch.nn.LayerNorm(config["hidden"]),
+                                    torch.nn.Linear(config["hidden"], config["out"]), torch.nn.GELU())
+        return model, lambda inputs: {"out": model(inputs["x"])}
+    if kind == "embedding":
+        vocab, dim = config["vocab"], config["dim"]
+        model = torch.nn.Sequential(torch.nn.Embedding(vocab, dim, padding_idx=0), torch.nn.Linear(dim, dim),
+                                    torch.nn.GELU(approximate="tanh"), torch.nn.LayerNorm(dim))
+        return model, lambda inputs: {"out": model(inputs["tokens"])}
+    assert kind == "seed004_encdec", f"unknown model {kind}"
+    sizes = (config["n_heads"], config["d_model"], config["ff_units"], config["n_features"])
+    model = EncoderDecoderSelfAttn(EncoderSelfAttn(*sizes), DecoderSelfAttn(*sizes), config["input_len"],
+                                   config["target_len"])
+
+    def run(inputs):
+        model.train()
+        teacher_forced = model(inputs["X"])
+        model.eval()
+        return {"out_train": teacher_forced, "out_eval": model(inputs["X"][:, : config["input_len"]])}
+
+    return model, run
+
+
+def compare(what, actual, expected):
+    worst = (actual - expected).abs().max().item() if actual.numel() else 0.0
+    ok = actual.shape == expected.shape and torch.allclose(actual, expected, atol=1e-5, rtol=1e-4)
+    print(f"{'OK' if ok else 'NOT OK'} {what} (max diff {worst:.3g})")
+    return ok
+
+
+def check_attograd_checkpoint(directory, name):
+    tensors, metadata = load(f"{directory}/attograd_{name}.safetensors")
+    if metadata.get("format") != FORMAT or metadata.get("format_version") != FORMAT_VERSION:
+        print(f"NOT OK attograd → PyTorch {name}: metadata {metadata}")
+        return False
+    model, run = build(json.loads(metadata["config"]))
+    state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
+    model.load_state_dict(state, strict=True)
+    skipped = len(tensors) - len(state)
+    io, _ = load(f"{directory}/attograd_{name}_io.safetensors")
+    inputs = {k: v for k, v in io.items() if not k.startswith("output.")}
+    with torch.no_grad():
+        outputs = run(inputs)
+    label = f"attograd → PyTorch {name}" + (f" ({skipped} optimizer tensors skipped)" if skipped else "")
+    return all([compare(f"{label} {key}", out, io["output." + key]) for key, out in outputs.items()])
+
+
+def make_inputs(name):
+    if name == "mlp":
+        return {"x": torch.randn(5, 4)}
+    if name == "embedding":
+        return {"tokens": torch.tensor([[3, 0, 7, 1], [0, 0, 9, 4]])}
+    return {"X": torch.randn(3, 4, 2)}
+
+
+def write_pytorch_checkpoint(directory, name):
+    torch.manual_seed(40 + len(name))
+    config = CONFIGS[name]
+    model, run = build(config)
+    inputs = make_inputs(name)
+    with torch.no_grad():
+        outputs = run(inputs)
+    metadata = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": json.dumps(config),
+                "writer": "tools/golden/interop.py"}
+    save(f"{directory}/pytorch_{name}.safetensors", model.state_dict(), metadata)
+    io = dict(inputs)
+    io.update({"output." + k: v for k, v in outputs.items()})
+    save(f"{directory}/pytorch_{name}_io.safetensors", io)
+    print(f"wrote pytorch_{name}.safetensors ({len(model.state_dict())} tensors)")
+
+
+def main():
+    directory = sys.argv[1]
+    ok = all([check_attograd_checkpoint(directory, name) for name in CONFIGS])
+    for name in CONFIGS:
+        write_pytorch_checkpoint(directory, name)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The attograd ⇄ PyTorch checkpoint round trip, both ways; exits non-zero on any mismatch.
+#   tools/golden/interop.sh [build-dir]     (default build/; builds nothing: needs tests/nn_tests)
+# 1. nn_tests writes attograd checkpoints + their inputs/outputs into <build-dir>/interop/;
+# 2. interop.py (Debian's PyTorch) loads them into the PyTorch modules and compares outputs,
+#    then writes PyTorch checkpoints + inputs/outputs;
+# 3. nn_tests loads those and reproduces PyTorch's outputs.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="$(cd "${1:-$root/build}" && pwd)"
+tests="$build/tests/nn_tests"
+[ -x "$tests" ] || { echo "interop: $tests not found; build the nn_tests target first" >&2; exit 2; }
+export ATTOGRAD_INTEROP_DIR="$build/interop"
+rm -rf "$ATTOGRAD_INTEROP_DIR"
+mkdir -p "$ATTOGRAD_INTEROP_DIR"
+
+echo "== attograd writes checkpoints"
+"$tests" --gtest_filter=Interop.WritesCheckpointsForPyTorch --gtest_brief=1
+echo "== PyTorch loads them, then writes its own"
+/usr/bin/python3 "$root/tools/golden/interop.py" "$ATTOGRAD_INTEROP_DIR"
+echo "== attograd reproduces PyTorch"
+"$tests" --gtest_filter=Interop.ReproducesPyTorchCheckpoints --gtest_brief=1
+echo "interop: both ways OK"
