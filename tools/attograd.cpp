@@ -6,17 +6,19 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "nn/trainer.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"attograd: a small reverse-mode autograd engine for attention models"};
   app.set_version_flag("--version", "attograd 0.1.0");
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--threads) may follow the subcommand; subcommands inherit this
   int threads = 0;
   app.add_option("--threads", threads, "OpenMP threads for every kernel (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 1024));
 
-  const std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app)};
+  const std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app), ag::cli::add_train_command(app)};
 
   try {
     app.parse(argc, argv);
@@ -27,6 +29,12 @@ int main(int argc, char** argv) {
   try {
     for (const ag::cli::Command& command : commands)
       if (command.app->parsed()) return command.run();
+  } catch (const ag::nn::TrainingDiverged& e) {
+    std::cerr << "attograd: error: " << e.what() << "\n";
+    return 3;
+  } catch (const ag::nn::TrainingInterrupted& e) {
+    std::cerr << "attograd: " << e.what() << "\n";
+    return 130;
   } catch (const ag::Error& e) {
     std::cerr << "attograd: error: " << e.what() << "\n";
     return 1;

@@ -12,5 +12,6 @@ struct Command {
 };
 
 Command add_gradcheck_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
 
 }  // namespace ag::cli

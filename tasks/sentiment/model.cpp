@@ -1,0 +1,27 @@
+#include "tasks/sentiment/model.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "tasks/sentiment/data.h"
+
+namespace ag::sentiment {
+
+SentimentClassifier::SentimentClassifier(int64_t vocab_size, int64_t dim, Generator& gen) {
+  embed = register_module("embed", std::make_shared<nn::Embedding>(vocab_size, dim, Vocabulary::kPad, gen));
+  attention = register_module("attention", std::make_shared<nn::SelfAttention>(dim, dim, dim, dim, gen));
+  fc = register_module("fc", std::make_shared<nn::Linear>(dim, 1, true, gen));
+  // Seed 002 draws W_q, W_k, W_v from N(0, 1): scores of size ~dim saturate the softmax from the
+  // first step. Scale them to nn.Linear's initial variance (1 / (3·dim)), as the peer does.
+  NoGradGuard no_grad;
+  for (Tensor w : {attention->W_q, attention->W_k, attention->W_v}) w.mul_(1.0 / std::sqrt(3.0 * dim));
+}
+
+Tensor SentimentClassifier::forward(const Tensor& indices, const Tensor& padding) {
+  Tensor h = attention->forward(embed->forward(indices), padding);  // (N, T, dim)
+  Tensor keep = unsqueeze(1.0 - to(padding, h.dtype()), -1);     // (N, T, 1): 1 at real tokens
+  Tensor pooled = div(sum(mul(h, keep), {1}), sum(keep, {1}));   // (N, dim): mean over real tokens
+  return squeeze(fc->forward(pooled), -1);                         // (N)
+}
+
+}  // namespace ag::sentiment

@@ -1,0 +1,157 @@
+#include "tasks/sentiment/task.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "nn/optim.h"
+#include "nn/trainer.h"
+#include "tasks/common/svg.h"
+#include "tasks/sentiment/data.h"
+#include "tasks/sentiment/model.h"
+
+namespace ag::sentiment {
+
+namespace {
+
+std::string data_path(const std::string& file) { return std::string(ATTOGRAD_SOURCE_DIR) + "/tasks/sentiment/" + file; }
+
+std::vector<std::string> texts_of(const std::vector<Example>& examples, const std::vector<int64_t>& rows) {
+  std::vector<std::string> texts;
+  for (int64_t i : rows) texts.push_back(examples[i].text);
+  return texts;
+}
+
+Tensor labels_of(const std::vector<Example>& examples, const std::vector<int64_t>& rows) {
+  std::vector<double> labels;
+  for (int64_t i : rows) labels.push_back(examples[i].label);
+  return tensor(labels, {static_cast<int64_t>(labels.size())});
+}
+
+std::vector<int64_t> all_rows(size_t n) {
+  std::vector<int64_t> rows(n);
+  for (size_t i = 0; i < n; ++i) rows[i] = static_cast<int64_t>(i);
+  return rows;
+}
+
+class SentimentTask : public nn::TrainTask {
+ public:
+  SentimentTask(SentimentClassifier& model, const Vocabulary& vocab, std::vector<Example> train,
+                std::vector<Example> validation)
+      : model_(model), vocab_(vocab), train_(std::move(train)), validation_(std::move(validation)) {}
+
+  int64_t train_size() const override { return static_cast<int64_t>(train_.size()); }
+
+  Tensor loss(const std::vector<int64_t>& batch) override {
+    return binary_cross_entropy_with_logits(logits(texts_of(train_, batch)), labels_of(train_, batch));
+  }
+
+  std::map<std::string, double> evaluate() override {
+    std::map<std::string, double> metrics = {{"train_accuracy", accuracy(train_)}};
+    if (!validation_.empty()) {
+      const std::vector<int64_t> rows = all_rows(validation_.size());
+      metrics["val_loss"] =
+          binary_cross_entropy_with_logits(logits(texts_of(validation_, rows)), labels_of(validation_, rows)).item();
+      metrics["val_accuracy"] = accuracy(validation_);
+    }
+    return metrics;
+  }
+
+  Tensor logits(const std::vector<std::string>& texts) {
+    auto [indices, padding] = vocab_.encode(texts);
+    return model_.forward(indices, padding);
+  }
+
+  double accuracy(const std::vector<Example>& examples) {
+    const Tensor out = logits(texts_of(examples, all_rows(examples.size())));
+    int correct = 0;
+    for (size_t i = 0; i < examples.size(); ++i) correct += (out.at({static_cast<int64_t>(i)}) > 0) == examples[i].label;
+    return static_cast<double>(correct) / static_cast<double>(examples.size());
+  }
+
+ private:
+  SentimentClassifier& model_;
+  const Vocabulary& vocab_;
+  std::vector<Example> train_;
+  std::vector<Example> validation_;
+};
+
+std::string config_json(const SentimentOptions& o, int64_t vocab_size) {
+  return nlohmann::json{{"task", "sentiment"},  {"model", "selfattn"},          {"vocab_size", vocab_size},
+                        {"dim", o.dim},         {"data", o.data},               {"val_fraction", o.val_fraction},
+                        {"epochs", o.epochs},   {"lr", o.lr},                   {"batch_size", o.batch_size},
+                        {"seed", o.seed},       {"attograd_version", "0.1.0"}}
+      .dump();
+}
+
+void print_test_sentences(SentimentTask& task) {
+  const std::vector<Example> test = read_tsv(data_path("test.tsv"));
+  NoGradGuard no_grad;
+  const Tensor probabilities = sigmoid(task.logits(texts_of(test, all_rows(test.size()))));
+  int correct = 0;
+  fmt::print("test sentences (seed 002):\n");
+  for (size_t i = 0; i < test.size(); ++i) {
+    const double p = probabilities.at({static_cast<int64_t>(i)});
+    const bool right = (p > 0.5) == test[i].label;
+    correct += right;
+    fmt::print("  {:.3f} {} {:<28} (expected {}){}\n", p, p > 0.5 ? "positive" : "negative", test[i].text,
+               test[i].label ? "positive" : "negative", right ? "" : "  ✗");
+  }
+  fmt::print("{} of {} test sentences right\n", correct, test.size());
+}
+
+}  // namespace
+
+int train(const SentimentOptions& options) {
+  AG_CHECK(options.val_fraction >= 0 && options.val_fraction < 1, "--val-fraction must be in [0, 1), got {}",
+           options.val_fraction);
+  std::vector<Example> examples = read_tsv(options.data.empty() ? data_path("train.tsv") : options.data);
+  const auto held_out = static_cast<size_t>(std::floor(options.val_fraction * static_cast<double>(examples.size())));
+  AG_CHECK(held_out < examples.size(), "--val-fraction {} leaves no training examples", options.val_fraction);
+  std::vector<Example> validation(examples.end() - static_cast<std::ptrdiff_t>(held_out), examples.end());
+  examples.resize(examples.size() - held_out);
+
+  const Vocabulary vocab(examples);
+  manual_seed(options.seed);
+  SentimentClassifier model(vocab.size(), options.dim);
+  nn::Adam optimizer(model.parameters(), {.lr = options.lr});
+  SentimentTask task(model, vocab, examples, validation);
+
+  nn::TrainerOptions trainer_options{.epochs = options.epochs,
+                                     .batch_size = options.batch_size,
+                                     .seed = options.seed,
+                                     .out_dir = options.out,
+                                     .progress = !options.quiet,
+                                     .config = config_json(options, vocab.size()),
+                                     .checkpoint_metadata = {{"vocabulary", nlohmann::json(vocab.words()).dump()}}};
+  std::filesystem::create_directories(options.out);
+  write_file_atomically(options.out + "/config.json", nlohmann::json::parse(trainer_options.config).dump(2) + "\n");
+  nn::Trainer trainer(model, optimizer, task, trainer_options);
+  if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
+  const std::vector<nn::EpochRecord> history = trainer.fit();
+
+  std::vector<double> losses, accuracies;
+  for (const auto& r : history) {
+    losses.push_back(r.train_loss);
+    accuracies.push_back(r.metrics.at("train_accuracy"));
+  }
+  write_file_atomically(options.out + "/losses.svg",
+                        plot::line_chart("sentiment: training", "epoch", "BCE loss / accuracy",
+                                         {{"train loss", losses}, {"train accuracy", accuracies}}));
+  const nn::EpochRecord& last = history.back();
+  fmt::print("epoch {}: train loss {:.4f}, train accuracy {:.1f}%\n", last.epoch, last.train_loss,
+             100 * last.metrics.at("train_accuracy"));
+  if (last.metrics.count("val_accuracy"))
+    fmt::print("validation: loss {:.4f}, accuracy {:.1f}%\n", last.metrics.at("val_loss"),
+               100 * last.metrics.at("val_accuracy"));
+  model.eval();
+  print_test_sentences(task);
+  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n", options.out);
+  return 0;
+}
+
+}  // namespace ag::sentiment
