@@ -61,6 +61,12 @@ NamedTensors Module::named_buffers(bool recurse) const {
   return out;
 }
 
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [_, child] : children_) out.push_back(child);
+  return out;
+}
+
 int64_t Module::num_parameters() const {
   int64_t count = 0;
   for (const Tensor& t : parameters()) count += t.numel();

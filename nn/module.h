@@ -27,6 +27,7 @@ class Module {
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  std::vector<std::shared_ptr<Module>> children() const;
   int64_t num_parameters() const;
 
   void train(bool on = true);

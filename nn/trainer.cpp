@@ -60,7 +60,10 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
 class ProgressBar {
  public:
   ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t steps)
-      : enabled_(enabled && ::isatty(STDERR_FILENO)), epoch_(epoch), epochs_(epochs), steps_(steps),
+      : enabled_(enabled && ::isatty(STDERR_FILENO)),
+        epoch_(epoch),
+        epochs_(epochs),
+        steps_(steps),
         start_(std::chrono::steady_clock::now()) {}
   ~ProgressBar() {
     if (enabled_) std::fputs("\r\033[K", stderr);
@@ -86,7 +89,11 @@ class ProgressBar {
 void stop_training_on_sigint() { std::signal(SIGINT, request_stop); }
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options)
-    : model_(model), optimizer_(optimizer), task_(task), options_(std::move(options)), shuffle_(options_.seed),
+    : model_(model),
+      optimizer_(optimizer),
+      task_(task),
+      options_(std::move(options)),
+      shuffle_(options_.seed),
       best_val_loss_(INFINITY) {
   AG_CHECK(options_.epochs >= 1, "trainer: epochs must be at least 1, got {}", options_.epochs);
   AG_CHECK(options_.batch_size >= 1, "trainer: batch size must be at least 1, got {}", options_.batch_size);
@@ -128,8 +135,8 @@ double Trainer::train_epoch(int64_t epoch) {
     Tensor loss = task_.loss(batch);
     const double value = loss.item();
     if (!std::isfinite(value))
-      throw TrainingDiverged(fmt::format("training diverged: the loss is {} at epoch {}, step {}", value, epoch,
-                                         step + 1));
+      throw TrainingDiverged(
+          fmt::format("training diverged: the loss is {} at epoch {}, step {}", value, epoch, step + 1));
     loss.backward();
     optimizer_.step();
     total += value * static_cast<double>(batch.size());

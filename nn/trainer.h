@@ -27,7 +27,7 @@ struct TrainerOptions {
   int64_t epochs = 100;
   int64_t batch_size = 16;
   uint64_t seed = 0;
-  std::string out_dir;  // metrics.csv, last.safetensors, best.safetensors; nothing written if empty
+  std::string out_dir;   // metrics.csv, last.safetensors, best.safetensors; nothing written if empty
   bool progress = true;  // the bar on stderr, only when stderr is a terminal
   std::string config;    // JSON text stored in checkpoints
   std::map<std::string, std::string> checkpoint_metadata;  // e.g. the vocabulary

@@ -24,7 +24,8 @@ const CLI::Validator kPositiveFinite(
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-  CLI::App* train = app.add_subcommand("train", "Train a task; writes OUT/config.json, metrics.csv, checkpoints, plots");
+  CLI::App* train =
+      app.add_subcommand("train", "Train a task; writes OUT/config.json, metrics.csv, checkpoints, plots");
   train->require_subcommand(1);
   auto options = std::make_shared<sentiment::SentimentOptions>();
   CLI::App* sentiment = train->add_subcommand("sentiment", "Seed 002's sentiment classifier (50 sentences by default)");

@@ -69,7 +69,8 @@ class SentimentTask : public nn::TrainTask {
   double accuracy(const std::vector<Example>& examples) {
     const Tensor out = logits(texts_of(examples, all_rows(examples.size())));
     int correct = 0;
-    for (size_t i = 0; i < examples.size(); ++i) correct += (out.at({static_cast<int64_t>(i)}) > 0) == examples[i].label;
+    for (size_t i = 0; i < examples.size(); ++i)
+      correct += (out.at({static_cast<int64_t>(i)}) > 0) == examples[i].label;
     return static_cast<double>(correct) / static_cast<double>(examples.size());
   }
 
@@ -81,10 +82,17 @@ class SentimentTask : public nn::TrainTask {
 };
 
 std::string config_json(const SentimentOptions& o, int64_t vocab_size) {
-  return nlohmann::json{{"task", "sentiment"},  {"model", "selfattn"},          {"vocab_size", vocab_size},
-                        {"dim", o.dim},         {"data", o.data},               {"val_fraction", o.val_fraction},
-                        {"epochs", o.epochs},   {"lr", o.lr},                   {"batch_size", o.batch_size},
-                        {"seed", o.seed},       {"attograd_version", "0.1.0"}}
+  return nlohmann::json{{"task", "sentiment"},
+                        {"model", "selfattn"},
+                        {"vocab_size", vocab_size},
+                        {"dim", o.dim},
+                        {"data", o.data},
+                        {"val_fraction", o.val_fraction},
+                        {"epochs", o.epochs},
+                        {"lr", o.lr},
+                        {"batch_size", o.batch_size},
+                        {"seed", o.seed},
+                        {"attograd_version", "0.1.0"}}
       .dump();
 }
 
