@@ -6,3 +6,4 @@
 #include "engine/generator.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
+#include "engine/threads.h"

@@ -1,8 +1,5 @@
 #include "engine/autograd.h"
 
-#include <unordered_map>
-#include <unordered_set>
-
 #include "engine/ops.h"
 
 namespace ag {
@@ -67,16 +64,13 @@ std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
     accumulator = std::make_shared<Node>();
     accumulator->name = "AccumulateGrad";
     accumulator->leaf = tensor.impl_ptr();
-    accumulator->out_shape = impl->shape;
-    accumulator->out_dtype = impl->dtype;
     impl->grad_accumulator = accumulator;
   }
   return accumulator;
 }
 
-void record(Tensor& out, std::string_view name, std::vector<Tensor> inputs, std::vector<Tensor> saved,
-            BackwardFn backward) {
-  if (!needs_recording(std::span<const Tensor>(inputs))) return;
+void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inputs, std::span<const Tensor> saved,
+                 BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->name = name;
   node->next.reserve(inputs.size());
@@ -86,20 +80,18 @@ void record(Tensor& out, std::string_view name, std::vector<Tensor> inputs, std:
     node->inputs.push_back(input.defined() ? InputMeta{input.shape(), input.dtype()} : InputMeta{});
   }
   node->saved.reserve(saved.size());
-  for (Tensor& tensor : saved) {
+  for (const Tensor& tensor : saved) {
     SavedTensor entry;
     entry.version = tensor.defined() ? tensor.version() : 0;
     if (tensor.defined() && tensor.impl() == out.impl()) {
       entry.data = tensor.detach();  // the output: alias without the node, or we would own ourselves
       entry.output_of = node;
     } else {
-      entry.data = std::move(tensor);
+      entry.data = tensor;
     }
     node->saved.push_back(std::move(entry));
   }
   node->backward = std::move(backward);
-  node->out_shape = out.shape();
-  node->out_dtype = out.dtype();
   out.impl()->grad_fn = std::move(node);
 }
 
@@ -152,22 +144,37 @@ void accumulate_into_leaf(const Node& accumulator, Tensor grad, bool create_grap
   }
 }
 
-// Counts, for every node reachable from root, how many edges point at it.
-std::unordered_map<Node*, int> count_dependencies(Node* root) {
-  std::unordered_map<Node*, int> dependencies;
-  std::unordered_set<Node*> seen{root};
-  std::vector<Node*> stack{root};
-  while (!stack.empty()) {
-    Node* node = stack.back();
-    stack.pop_back();
-    for (const auto& next : node->next) {
-      if (!next) continue;
-      ++dependencies[next.get()];
-      if (seen.insert(next.get()).second) stack.push_back(next.get());
+// The nodes reachable from root, each with `pending` = how many edges point at it. The scratch
+// lives in the nodes (no hash maps: most graphs are small) and is reset when the walk ends, even
+// by an exception.
+class Walk {
+ public:
+  explicit Walk(Node* root) : nodes_{root} {
+    root->reached = true;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (const auto& next : nodes_[i]->next) {
+        if (!next) continue;
+        ++next->pending;
+        if (!next->reached) {
+          next->reached = true;
+          nodes_.push_back(next.get());
+        }
+      }
     }
   }
-  return dependencies;
-}
+  ~Walk() {
+    for (Node* node : nodes_) {
+      node->pending = 0;
+      node->reached = false;
+      node->buffer = Tensor();
+    }
+  }
+  Walk(const Walk&) = delete;
+  Walk& operator=(const Walk&) = delete;
+
+ private:
+  std::vector<Node*> nodes_;
+};
 
 std::vector<Tensor> call_backward(Node& node, const Tensor& grad, bool create_graph) {
   AG_CHECK(!node.released,
@@ -175,9 +182,7 @@ std::vector<Tensor> call_backward(Node& node, const Tensor& grad, bool create_gr
            "backward. Pass retain_graph=true to the first backward if you need to backward twice",
            node.name);
   std::vector<Tensor> saved = unpack_saved(node, create_graph);
-  std::vector<bool> needs_grad(node.next.size());
-  for (size_t i = 0; i < node.next.size(); ++i) needs_grad[i] = node.next[i] != nullptr;
-  std::vector<Tensor> grads = node.backward(BackwardContext{grad, saved, needs_grad});
+  std::vector<Tensor> grads = node.backward(BackwardContext{grad, saved, NeedsGrad(node.next), node.inputs});
   AG_CHECK(grads.size() == node.next.size(), "{}: returned {} gradients for {} inputs", node.name, grads.size(),
            node.next.size());
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -211,16 +216,14 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
            "backward: gradient has shape {} {}, but the output has shape {} {}", shape_str(root_grad.shape()),
            dtype_name(root_grad.dtype()), shape_str(root.shape()), dtype_name(root.dtype()));
 
-  std::unordered_map<Node*, int> dependencies = count_dependencies(root_node.get());
-  std::unordered_map<Node*, Tensor> buffers{{root_node.get(), root_grad}};
+  const Walk walk(root_node.get());
+  root_node->buffer = root_grad;
   std::vector<std::shared_ptr<Node>> ready{root_node};
   GradModeGuard mode(create_graph);
   while (!ready.empty()) {
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();
-    auto buffer = buffers.find(node.get());
-    Tensor grad = buffer == buffers.end() ? Tensor() : std::move(buffer->second);
-    if (buffer != buffers.end()) buffers.erase(buffer);
+    Tensor grad = std::move(node->buffer);
 
     std::vector<Tensor> grads;
     if (grad.defined()) {
@@ -241,10 +244,10 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
       Node* next = node->next[i].get();
       if (next == nullptr) continue;
       if (i < grads.size() && grads[i].defined()) {
-        Tensor& slot = buffers[next];
+        Tensor& slot = next->buffer;
         slot = slot.defined() ? add(slot, grads[i]) : std::move(grads[i]);  // paths meet: sum
       }
-      if (--dependencies[next] == 0) ready.push_back(node->next[i]);
+      if (--next->pending == 0) ready.push_back(node->next[i]);
     }
   }
 }

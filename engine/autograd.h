@@ -30,20 +30,32 @@ class NoGradGuard : public GradModeGuard {
   NoGradGuard() : GradModeGuard(false) {}
 };
 
-// What a backward function receives.
-struct BackwardContext {
-  const Tensor& grad;                   // dLoss/dOutput, the output's shape
-  const std::vector<Tensor>& saved;     // as the forward saved them (version-checked)
-  const std::vector<bool>& needs_grad;  // per input: is its gradient wanted?
-};
-// Returns one gradient per input (an undefined Tensor where none is needed), each of its
-// input's shape.
-using BackwardFn = std::function<std::vector<Tensor>(const BackwardContext&)>;
-
 struct InputMeta {
   Shape shape;
   DType dtype;
 };
+
+// Per input of a node: is its gradient wanted? (A view of the node's edges: no allocation.)
+class NeedsGrad {
+ public:
+  explicit NeedsGrad(const std::vector<std::shared_ptr<Node>>& next) : next_(next) {}
+  bool operator[](size_t i) const { return next_[i] != nullptr; }
+  size_t size() const { return next_.size(); }
+
+ private:
+  const std::vector<std::shared_ptr<Node>>& next_;
+};
+
+// What a backward function receives.
+struct BackwardContext {
+  const Tensor& grad;                    // dLoss/dOutput, the output's shape
+  const std::vector<Tensor>& saved;      // as the forward saved them (version-checked)
+  NeedsGrad needs_grad;                  // per input: is its gradient wanted?
+  const std::vector<InputMeta>& inputs;  // per input: its shape and dtype at the forward
+};
+// Returns one gradient per input (an undefined Tensor where none is needed), each of its
+// input's shape.
+using BackwardFn = std::function<std::vector<Tensor>(const BackwardContext&)>;
 
 // A tensor saved for backward. The node's own output is kept as a detached alias plus a weak
 // link to the node (never a strong one: no reference cycle); inputs are kept as they are.
@@ -66,19 +78,39 @@ struct Node {
   BackwardFn backward;                // empty for AccumulateGrad
   std::vector<TensorHook> pre_hooks;  // hooks of the output tensor
   std::weak_ptr<TensorImpl> leaf;     // AccumulateGrad: the leaf it accumulates into
-  Shape out_shape;
-  DType out_dtype = DType::f32;
-  bool released = false;  // saved tensors freed by a backward without retain_graph
+  bool released = false;              // saved tensors freed by a backward without retain_graph
+
+  // Scratch of the backward walk that is running through this node (reset when it ends).
+  int pending = 0;  // edges from nodes that have not run yet
+  bool reached = false;
+  Tensor buffer;  // the gradient summed so far
 };
 
 // True if grad mode is on and any defined input requires grad: then the op must record.
 bool needs_recording(std::initializer_list<const Tensor*> inputs);
 bool needs_recording(std::span<const Tensor> inputs);
 
+// Attaches the node to `out`; record() below calls it when the op must record.
+void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inputs, std::span<const Tensor> saved,
+                 BackwardFn backward);
+
 // Attaches a node named `name` to `out`, computed from `inputs`, if needs_recording(inputs).
 // `saved` may hold inputs and `out` itself. Ops call it right after computing the forward.
-void record(Tensor& out, std::string_view name, std::vector<Tensor> inputs, std::vector<Tensor> saved,
-            BackwardFn backward);
+// Nothing is allocated when the op need not record (the backward becomes a BackwardFn only then).
+template <typename F>
+void record(Tensor& out, std::string_view name, std::initializer_list<Tensor> inputs,
+            std::initializer_list<Tensor> saved, F&& backward) {
+  if (needs_recording(std::span<const Tensor>(inputs.begin(), inputs.size())))
+    attach_node(out, name, std::span<const Tensor>(inputs.begin(), inputs.size()),
+                std::span<const Tensor>(saved.begin(), saved.size()), BackwardFn(std::forward<F>(backward)));
+}
+template <typename F>
+void record(Tensor& out, std::string_view name, std::span<const Tensor> inputs, std::initializer_list<Tensor> saved,
+            F&& backward) {
+  if (needs_recording(inputs))
+    attach_node(out, name, inputs, std::span<const Tensor>(saved.begin(), saved.size()),
+                BackwardFn(std::forward<F>(backward)));
+}
 
 // The node a gradient for `tensor` flows into: its grad_fn, or for a leaf that requires grad,
 // its AccumulateGrad node; null if neither.

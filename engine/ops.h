@@ -99,6 +99,22 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// ---- attention.cpp: softmax(q @ kᵀ / √d + masks) @ v, fused, with its own backward.
+// q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv) → output (B, H, T, dv). attn_mask broadcasts to
+// (B, H, T, S): b8 (true = masked) or additive in q's dtype (a constant); key_padding_mask is b8
+// (B, S), true at padded keys; is_causal masks key j > query i. dropout_p > 0 drops weights
+// (draws from gen as dropout does). With need_weights, `weights` holds the (B, H, T, S) weights
+// that multiplied v (after dropout), for inspection: they carry no gradient. A row whose keys are
+// all masked gives NaN, as in PyTorch.
+struct Attention {
+  Tensor output;
+  Tensor weights;
+};
+Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
+                                       const Tensor& key_padding_mask = {}, bool is_causal = false,
+                                       double dropout_p = 0.0, bool need_weights = false,
+                                       Generator& gen = default_generator());
+
 // ---- dropout.cpp: in training, zeroes each element with probability p and scales the rest
 // by 1/(1-p); in eval, the identity.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());

@@ -54,6 +54,7 @@ const Registry& Registry::global() {
     register_dropout_ops(r);
     register_norm_ops(r);
     register_loss_ops(r);
+    register_attention_ops(r);
     return r;
   }();
   return registry;

@@ -305,11 +305,11 @@ std::ostream& operator<<(std::ostream& os, const Tensor& tensor) { return os << 
 
 // ---- factories
 
-Tensor empty(const Shape& shape, DType dtype) {
+Tensor empty(Shape shape, DType dtype) {
   for (int64_t size : shape) AG_CHECK(size >= 0, "empty: negative size in shape {}", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype));
-  impl->shape = shape;
+  impl->shape = std::move(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }

@@ -107,7 +107,7 @@ struct TensorImpl {
 };
 
 // Factories. Floating factories default to f32.
-Tensor empty(const Shape& shape, DType dtype = DType::f32);  // uninitialised
+Tensor empty(Shape shape, DType dtype = DType::f32);  // uninitialised
 Tensor zeros(const Shape& shape, DType dtype = DType::f32);
 Tensor ones(const Shape& shape, DType dtype = DType::f32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32);

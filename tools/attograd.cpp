@@ -1,11 +1,10 @@
 // The `attograd` command-line program. Exit codes: 0 success, 1 runtime error (one message on
 // stderr), 2 usage error (with the usage line).
-#include <omp.h>
-
 #include <iostream>
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/threads.h"
 #include "nn/trainer.h"
 #include "tools/commands.h"
 
@@ -18,14 +17,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "OpenMP threads for every kernel (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 1024));
 
-  const std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app), ag::cli::add_train_command(app)};
+  const std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app), ag::cli::add_train_command(app),
+                                                  ag::cli::add_bench_command(app)};
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // prints the message (and usage); --help and --version are not errors
   }
-  if (threads > 0) omp_set_num_threads(threads);
+  if (threads > 0) ag::set_num_threads(threads);
   try {
     for (const ag::cli::Command& command : commands)
       if (command.app->parsed()) return command.run();

@@ -12,6 +12,7 @@ struct Command {
 };
 
 Command add_gradcheck_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 
 }  // namespace ag::cli

@@ -4,11 +4,21 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 
 #include "engine/kernels/parallel.h"
 #include "engine/shape.h"
 
 namespace ag {
+
+// True if `from` broadcasts to exactly `to` (numpy rules, `to` unchanged).
+inline bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i]) return false;
+  return true;
+}
 
 // Strides of `in` read as if broadcast to `out` (0 along dims where `in` has size 1 or none).
 inline Shape broadcast_strides(const Shape& in, const Shape& out) {
@@ -22,7 +32,8 @@ inline Shape broadcast_strides(const Shape& in, const Shape& out) {
 // Calls body(out_offset, {in_offset...}) for every element of `out`, parallel over rows of the
 // last dim.
 template <size_t N, typename Body>
-void for_each_broadcast(const Shape& out, const std::array<Shape, N>& in_shapes, Body&& body) {
+void for_each_broadcast(const Shape& out, const std::array<std::reference_wrapper<const Shape>, N>& in_shapes,
+                        Body&& body) {
   const int64_t total = numel(out);
   bool same = true;
   for (const Shape& s : in_shapes) same = same && s == out;
@@ -35,7 +46,7 @@ void for_each_broadcast(const Shape& out, const std::array<Shape, N>& in_shapes,
     return;
   }
   std::array<Shape, N> strides;
-  for (size_t k = 0; k < N; ++k) strides[k] = broadcast_strides(in_shapes[k], out);
+  for (size_t k = 0; k < N; ++k) strides[k] = broadcast_strides(in_shapes[k].get(), out);
   const int64_t ndim = static_cast<int64_t>(out.size());
   const int64_t inner = ndim == 0 ? 1 : out.back();
   const int64_t rows = inner == 0 ? 0 : total / inner;

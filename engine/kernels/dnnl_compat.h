@@ -5,7 +5,6 @@
 #pragma once
 
 #include <dnnl.hpp>
-
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,7 +42,8 @@ inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc
   dnnl::primitive_attr attr;
   if (scale != 1.0f) attr.set_output_scales(0, {scale});
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr, cpu_engine());
-  return {dnnl::matmul(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}}};
+  return {
+      dnnl::matmul(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}}};
 }
 
 // softmax (or log_softmax) over `axis` of a dense tensor, inference (we keep the output ourselves).
@@ -65,7 +65,7 @@ inline dnnl::normalization_flags layer_norm_flags(bool scale, bool shift) {
 }
 
 inline dnnl::layer_normalization_forward::primitive_desc layer_norm_forward_pd(const dnnl::memory::desc& data,
-                                                                              float eps, bool scale, bool shift) {
+                                                                               float eps, bool scale, bool shift) {
   const dnnl::memory::desc stats = f32_desc({data.dims()[0]});
   return {dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, data, stats, eps,
                                                   layer_norm_flags(scale, shift)),
@@ -102,7 +102,8 @@ inline Built make_layer_norm_backward(const dnnl::memory::desc& data, float eps,
                {DNNL_ARG_VARIANCE, stats},
                {DNNL_ARG_DIFF_SRC, data}}};
   if (scale) built.args.insert(built.args.end(), {{DNNL_ARG_SCALE, affine}, {DNNL_ARG_DIFF_SCALE, affine}});
-  if (shift) built.args.emplace_back(DNNL_ARG_DIFF_SHIFT, affine);
+  // oneDNN 2.6 also insists on a SHIFT argument with use_shift, though the backward never reads it.
+  if (shift) built.args.insert(built.args.end(), {{DNNL_ARG_SHIFT, affine}, {DNNL_ARG_DIFF_SHIFT, affine}});
   return built;
 }
 

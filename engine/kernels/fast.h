@@ -16,4 +16,8 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
 // The softmax backward in one pass: dx = y ⊙ (g − Σ_dim g ⊙ y), y the softmax output.
 Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim);
 
+// Dropout's scaled keep-mask: 1/(1-p) where kept, 0 where dropped (everywhere if p = 1), one
+// draw from gen per element in row-major order.
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
+
 }  // namespace ag

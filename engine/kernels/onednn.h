@@ -26,8 +26,13 @@ class Primitive;
 // caller then runs its own kernel. Both outcomes are cached.
 Primitive* cached(const Key& key, const std::function<Built()>& make);
 
-// Runs p with the data pointers of its arguments, (DNNL_ARG_* id, pointer) in any order.
+// Runs p with the data pointers of its arguments, (DNNL_ARG_* id, pointer) in any order; ids the
+// primitive does not take are ignored.
 void execute(Primitive& p, std::initializer_list<std::pair<int, const void*>> data);
+
+// Turns the fast path off (cached() returns null: every op runs its own loops) for this thread;
+// the benchmarks compare both sides of each size threshold with it.
+void set_enabled(bool enabled);
 
 // How many primitives were built (or tried) since the process started.
 int64_t primitives_created();

@@ -3,10 +3,23 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/kernels/fast.h"
 #include "engine/ops.h"
 #include "engine/registry.h"
 
 namespace ag {
+
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+  Tensor mask = empty(shape, dtype);
+  dispatch_floating(dtype, "dropout", [&]<typename T>() {
+    const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
+    T* pm = mask.data<T>();
+    // Serial: one draw per element in row-major order, so a seed gives the same mask on every
+    // machine and thread count.
+    for (int64_t i = 0; i < mask.numel(); ++i) pm[i] = gen.uniform() >= p ? scale : T(0);
+  });
+  return mask;
+}
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   AG_CHECK(x.defined(), "dropout: the input is undefined");
@@ -14,21 +27,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   AG_CHECK(is_floating(x.dtype()), "dropout: expected a floating input (f32 or f64), got {} of shape {}",
            dtype_name(x.dtype()), shape_str(x.shape()));
   if (!training || p == 0) return x;  // no draw from gen, no node
-  // The scaled keep-mask, x's dtype: 1/(1-p) where kept, 0 where dropped (everywhere if p = 1).
-  Tensor mask = empty(x.shape(), x.dtype());
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
-    const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
-    const T* px = x.data<T>();
-    T* pm = mask.data<T>();
-    T* po = out.data<T>();
-    // Serial: one draw per element in row-major order, so a seed gives the same mask on every
-    // machine and thread count.
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      pm[i] = gen.uniform() >= p ? scale : T(0);
-      po[i] = px[i] * pm[i];
-    }
-  });
+  const Tensor mask = dropout_mask(x.shape(), x.dtype(), p, gen);
+  Tensor out = mul(x.detach(), mask);
   record(out, "DropoutBackward", {x}, {mask}, [](const BackwardContext& c) {
     // out = x * mask  →  dx = g * mask
     return std::vector<Tensor>{mul(c.grad, c.saved[0])};

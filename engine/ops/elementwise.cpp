@@ -83,20 +83,20 @@ Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("add", a, b, [](auto x, auto y) { return x + y; });
-  record(out, "AddBackward", {a, b}, {}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
+  record(out, "AddBackward", {a, b}, {}, [](const BackwardContext& c) {
     // out = a + b
-    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, sa) : Tensor(),
-                               c.needs_grad[1] ? sum_to(c.grad, sb) : Tensor()};
+    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, c.inputs[0].shape) : Tensor(),
+                               c.needs_grad[1] ? sum_to(c.grad, c.inputs[1].shape) : Tensor()};
   });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("sub", a, b, [](auto x, auto y) { return x - y; });
-  record(out, "SubBackward", {a, b}, {}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
+  record(out, "SubBackward", {a, b}, {}, [](const BackwardContext& c) {
     // out = a - b
-    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, sa) : Tensor(),
-                               c.needs_grad[1] ? sum_to(neg(c.grad), sb) : Tensor()};
+    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, c.inputs[0].shape) : Tensor(),
+                               c.needs_grad[1] ? sum_to(neg(c.grad), c.inputs[1].shape) : Tensor()};
   });
   return out;
 }

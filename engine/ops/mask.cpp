@@ -23,15 +23,6 @@ void check_floating(std::string_view op, std::string_view what, const Tensor& x)
            dtype_name(x.dtype()), shape_str(x.shape()));
 }
 
-// True if `from` broadcasts to exactly `to` (numpy rules, `to` unchanged).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  const size_t lead = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    if (from[i] != 1 && from[i] != to[lead + i]) return false;
-  return true;
-}
-
 // Calls f.template operator()<T>() with T the C++ type of any dtype (triu/tril also shape masks).
 template <typename F>
 void dispatch_any(DType dtype, F&& f) {

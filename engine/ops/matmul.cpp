@@ -3,10 +3,14 @@
 // N-D operands are stacks of matrices whose batch dims broadcast. transpose_a / transpose_b read an
 // operand's last two dims swapped, without a copy: Q·Kᵀ is matmul(q, k, false, true).
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "engine/autograd.h"
 #include "engine/kernels/broadcast.h"
+#include "engine/kernels/dnnl_compat.h"
+#include "engine/kernels/fast.h"
+#include "engine/kernels/onednn.h"
 #include "engine/ops.h"
 #include "engine/registry.h"
 
@@ -80,15 +84,20 @@ void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p) {
   const Shape stride_a = broadcast_strides(batch_a, p.batch);  // in matrices
   const Shape stride_b = broadcast_strides(batch_b, p.batch);
   const int64_t batch_rank = static_cast<int64_t>(p.batch.size());
-  parallel_for(numel(p.batch) * M, K * N, [&](int64_t row) {
-    const int64_t i = row % M;
-    int64_t rest = row / M, matrix_a = 0, matrix_b = 0;
+  const int64_t matrices = numel(p.batch);
+  std::vector<int64_t> matrices_a(matrices), matrices_b(matrices);  // per output matrix, its operands
+  for (int64_t m = 0; m < matrices; ++m) {
+    int64_t rest = m;
     for (int64_t d = batch_rank - 1; d >= 0; --d) {
       const int64_t index = rest % p.batch[d];
       rest /= p.batch[d];
-      matrix_a += index * stride_a[d];
-      matrix_b += index * stride_b[d];
+      matrices_a[m] += index * stride_a[d];
+      matrices_b[m] += index * stride_b[d];
     }
+  }
+  parallel_for(matrices * M, K * N, [&](int64_t row) {
+    const int64_t i = row % M;
+    const int64_t matrix_a = matrices_a[row / M], matrix_b = matrices_b[row / M];
     const T* A = pa + matrix_a * M * K;  // (M, K), or (K, M) when ta
     const T* B = pb + matrix_b * K * N;  // (K, N), or (N, K) when tb
     T* out = po + row * N;               // (N)
@@ -119,13 +128,75 @@ void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p) {
   });
 }
 
+// Below this many multiply-adds (batch·M·K·N) the loops above beat oneDNN's ~1 µs per call
+// (tools/bench: BM_Matmul at 8³ … 32³; see tools/bench/README.md).
+constexpr int64_t kOneDnnMatmulMin = 8192;
+
+// A stored operand (…, r, c) as oneDNN reads it: padded with leading 1s to the batch rank, and
+// with its last two dims swapped through the strides when transposed (no copy).
+onednn::Dims operand_dims(const Shape& stored, size_t batch_rank, bool transposed, onednn::Dims& strides) {
+  onednn::Dims dims(batch_rank + 2 - stored.size(), 1);
+  dims.insert(dims.end(), stored.begin(), stored.end());
+  strides = contiguous_strides(dims);
+  if (transposed) {
+    std::swap(dims[batch_rank], dims[batch_rank + 1]);
+    std::swap(strides[batch_rank], strides[batch_rank + 1]);
+  }
+  return dims;
+}
+
+// out = scale · A @ B on oneDNN; false if oneDNN does not take this problem.
+bool matmul_onednn(const float* pa, const float* pb, float* po, const MatmulPlan& plan, float scale) {
+  MatmulPlan p = plan;
+  if (!p.ta && !p.batch.empty() && numel(Shape(p.b_shape.begin(), p.b_shape.end() - 2)) == 1) {
+    // One matrix b under a batch of a (a Linear layer): fold the batch into the rows of A.
+    p.m *= numel(p.batch);
+    p.a_shape = {p.m, p.k};                                   // (batch·M, K)
+    p.b_shape = Shape(p.b_shape.end() - 2, p.b_shape.end());  // (K, N) or (N, K)
+    p.batch.clear();
+  }
+  const size_t rank = p.batch.size();
+  onednn::Dims a_strides, b_strides;
+  const onednn::Dims a_dims = operand_dims(p.a_shape, rank, p.ta, a_strides);  // (batch…, M, K)
+  const onednn::Dims b_dims = operand_dims(p.b_shape, rank, p.tb, b_strides);  // (batch…, K, N)
+  onednn::Dims c_dims = p.batch;                                               // (batch…, M, N)
+  c_dims.insert(c_dims.end(), {p.m, p.n});
+  onednn::Key key{static_cast<int64_t>(onednn::Op::matmul), p.ta, p.tb, std::bit_cast<int32_t>(scale)};
+  key.insert(key.end(), a_dims.begin(), a_dims.end());
+  key.insert(key.end(), b_dims.begin(), b_dims.end());
+  onednn::Primitive* primitive = onednn::cached(key, [&] {
+    return onednn::make_matmul(onednn::f32_desc(a_dims, a_strides), onednn::f32_desc(b_dims, b_strides),
+                               onednn::f32_desc(c_dims), scale);
+  });
+  if (primitive == nullptr) return false;
+  onednn::execute(*primitive, {{DNNL_ARG_SRC, pa}, {DNNL_ARG_WEIGHTS, pb}, {DNNL_ARG_DST, po}});
+  return true;
+}
+
+Tensor run_matmul(const Tensor& a, const Tensor& b, const MatmulPlan& plan, double scale) {
+  Tensor out = empty(plan.out_shape, a.dtype());
+  const bool big = numel(plan.batch) * plan.m * plan.k * plan.n >= kOneDnnMatmulMin;
+  if (a.dtype() == DType::f32 && big &&
+      matmul_onednn(a.data<float>(), b.data<float>(), out.data<float>(), plan, static_cast<float>(scale)))
+    return out;
+  dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
+    matmul_kernel<T>(a.data<T>(), b.data<T>(), out.data<T>(), plan);
+    if (scale == 1) return;
+    T* po = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) po[i] *= static_cast<T>(scale);
+  });
+  return out;
+}
+
 }  // namespace
+
+Tensor matmul_forward(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, double scale) {
+  return run_matmul(a, b, plan_matmul(a, b, transpose_a, transpose_b), scale);
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   const MatmulPlan plan = plan_matmul(a, b, transpose_a, transpose_b);
-  Tensor out = empty(plan.out_shape, a.dtype());
-  dispatch_floating(a.dtype(), "matmul",
-                    [&]<typename T>() { matmul_kernel<T>(a.data<T>(), b.data<T>(), out.data<T>(), plan); });
+  Tensor out = run_matmul(a, b, plan, 1.0);
   record(out, "MatmulBackward", {a, b}, {a, b}, [plan](const BackwardContext& c) {
     // out = A @ B, with A = a or aᵀ (ta) and B = b or bᵀ (tb), 1-D operands promoted
     //   →  dA = G @ Bᵀ and dB = Aᵀ @ G, summed over the batch dims an operand was broadcast along.

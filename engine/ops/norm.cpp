@@ -1,7 +1,10 @@
 // Normalisation: layer_norm over the trailing dims, as torch.nn.functional.layer_norm.
+#include <bit>
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/kernels/dnnl_compat.h"
+#include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
 #include "engine/ops.h"
 #include "engine/registry.h"
@@ -17,6 +20,97 @@ void check_affine(std::string_view what, const Tensor& t, const Tensor& x, const
            what, dtype_name(t.dtype()), dtype_name(x.dtype()));
   AG_CHECK(t.shape() == normalized_shape, "layer_norm: {} has shape {}, expected normalized_shape {}", what,
            shape_str(t.shape()), shape_str(normalized_shape));
+}
+
+// The reference kernel: out, mean and rstd per row of (rows, cols), statistics in double.
+void layer_norm_reference(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, int64_t rows,
+                          int64_t cols, Tensor& out, Tensor& mean_t, Tensor& rstd_t) {
+  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T* po = out.data<T>();
+    T* pm = mean_t.data<T>();
+    T* pr = rstd_t.data<T>();
+    parallel_for(rows, 4 * cols, [&](int64_t r) {
+      const T* row = px + r * cols;
+      double mean = 0;
+      for (int64_t j = 0; j < cols; ++j) mean += row[j];
+      mean /= static_cast<double>(cols);
+      double var = 0;  // biased, two passes: no cancellation for large means
+      for (int64_t j = 0; j < cols; ++j) var += (row[j] - mean) * (row[j] - mean);
+      var /= static_cast<double>(cols);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      pm[r] = static_cast<T>(mean);
+      pr[r] = static_cast<T>(rstd);
+      T* orow = po + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        double v = (row[j] - mean) * rstd;  // xhat
+        if (pw) v *= pw[j];
+        if (pb) v += pb[j];
+        orow[j] = static_cast<T>(v);
+      }
+    });
+  });
+}
+
+// oneDNN's (dx, dw, db), with dw and db in normalized_shape and the unwanted ones dropped.
+std::vector<Tensor> keep_needed(std::vector<Tensor> grads, const NeedsGrad& needs_grad, const Shape& normalized_shape) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!needs_grad[i]) grads[i] = Tensor();
+    if (i > 0 && grads[i].defined()) grads[i] = reshape(grads[i], normalized_shape);
+  }
+  return grads;
+}
+
+// Below this many elements the loops beat oneDNN's ~1 µs per call (tools/bench: BM_LayerNorm).
+constexpr int64_t kOneDnnLayerNormMin = 1;
+
+// The (rows, cols) problem, its affine parts and eps: everything a layer_norm primitive depends on.
+struct NormProblem {
+  int64_t rows, cols;
+  bool scale, shift;
+  float eps;
+  onednn::Key key(onednn::Op op) const {
+    return {static_cast<int64_t>(op), rows, cols, scale, shift, std::bit_cast<int32_t>(eps)};
+  }
+};
+
+// out, mean and variance (rows) on oneDNN; false if oneDNN does not take it.
+bool layer_norm_forward_onednn(const NormProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
+                               Tensor& mean, Tensor& var) {
+  onednn::Primitive* primitive = onednn::cached(p.key(onednn::Op::layer_norm_forward), [&] {
+    return onednn::make_layer_norm_forward(onednn::f32_desc({p.rows, p.cols}), p.eps, p.scale, p.shift);
+  });
+  if (primitive == nullptr) return false;
+  onednn::execute(*primitive, {{DNNL_ARG_SRC, x.data<float>()},
+                               {DNNL_ARG_DST, out.data<float>()},
+                               {DNNL_ARG_MEAN, mean.data<float>()},
+                               {DNNL_ARG_VARIANCE, var.data<float>()},
+                               {DNNL_ARG_SCALE, p.scale ? w.data<float>() : nullptr},
+                               {DNNL_ARG_SHIFT, p.shift ? b.data<float>() : nullptr}});
+  return true;
+}
+
+// dx, dw, db on oneDNN (dw, db only with weight / bias); false if oneDNN does not take it.
+bool layer_norm_backward_onednn(const NormProblem& p, const Tensor& x, const Tensor& w, const Tensor& mean,
+                                const Tensor& var, const Tensor& g, std::vector<Tensor>& grads) {
+  onednn::Primitive* primitive = onednn::cached(p.key(onednn::Op::layer_norm_backward), [&] {
+    return onednn::make_layer_norm_backward(onednn::f32_desc({p.rows, p.cols}), p.eps, p.scale, p.shift);
+  });
+  if (primitive == nullptr) return false;
+  const Shape affine_shape{p.cols};
+  grads = {empty(x.shape()), p.scale ? empty(affine_shape) : Tensor(), p.shift ? empty(affine_shape) : Tensor()};
+  onednn::execute(*primitive, {{DNNL_ARG_SRC, x.data<float>()},
+                               {DNNL_ARG_DIFF_DST, g.data<float>()},
+                               {DNNL_ARG_MEAN, mean.data<float>()},
+                               {DNNL_ARG_VARIANCE, var.data<float>()},
+                               {DNNL_ARG_DIFF_SRC, grads[0].data<float>()},
+                               {DNNL_ARG_SCALE, p.scale ? w.data<float>() : nullptr},
+                               {DNNL_ARG_DIFF_SCALE, p.scale ? grads[1].data<float>() : nullptr},
+                               {DNNL_ARG_SHIFT, p.shift ? grads[2].data<float>() : nullptr},  // unread
+                               {DNNL_ARG_DIFF_SHIFT, p.shift ? grads[2].data<float>() : nullptr}});
+  return true;
 }
 
 }  // namespace
@@ -53,41 +147,29 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor out = empty(x.shape(), x.dtype());
   Tensor mean_t = empty(stat_shape, x.dtype());
   Tensor rstd_t = empty(stat_shape, x.dtype());
-  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
-    const T* px = x.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
-    T* po = out.data<T>();
-    T* pm = mean_t.data<T>();
-    T* pr = rstd_t.data<T>();
-    parallel_for(rows, 4 * cols, [&](int64_t r) {
-      const T* row = px + r * cols;
-      double mean = 0;
-      for (int64_t j = 0; j < cols; ++j) mean += row[j];
-      mean /= static_cast<double>(cols);
-      double var = 0;  // biased, two passes: no cancellation for large means
-      for (int64_t j = 0; j < cols; ++j) var += (row[j] - mean) * (row[j] - mean);
-      var /= static_cast<double>(cols);
-      const double rstd = 1.0 / std::sqrt(var + eps);
-      pm[r] = static_cast<T>(mean);
-      pr[r] = static_cast<T>(rstd);
-      T* orow = po + r * cols;
-      for (int64_t j = 0; j < cols; ++j) {
-        double v = (row[j] - mean) * rstd;  // xhat
-        if (pw) v *= pw[j];
-        if (pb) v += pb[j];
-        orow[j] = static_cast<T>(v);
-      }
-    });
-  });
-  record(out, "LayerNormBackward", {x, weight, bias}, {x, weight, mean_t, rstd_t},
-         [dims, eps, normalized_shape](const BackwardContext& c) {
+  Tensor var_t;  // oneDNN's variance, kept for its backward
+  const NormProblem problem{rows, cols, weight.defined(), bias.defined(), static_cast<float>(eps)};
+  if (x.dtype() == DType::f32 && x.numel() >= kOneDnnLayerNormMin) {
+    var_t = empty(stat_shape);
+    if (layer_norm_forward_onednn(problem, x, weight, bias, out, mean_t, var_t)) {
+      rstd_t = pow(add(var_t, eps), -0.5);  // rstd = 1 / sqrt(var + eps), (rows) elements
+    } else {
+      var_t = Tensor();
+    }
+  }
+  if (!var_t.defined()) layer_norm_reference(x, weight, bias, eps, rows, cols, out, mean_t, rstd_t);
+  record(out, "LayerNormBackward", {x, weight, bias}, {x, weight, mean_t, rstd_t, var_t},
+         [dims, eps, normalized_shape, problem](const BackwardContext& c) {
            // out = xhat * w + b,  xhat = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)
            const Tensor& g = c.grad;
            const Tensor& x = c.saved[0];
            const Tensor& w = c.saved[1];
            Tensor mean_x = c.saved[2];
            Tensor rstd = c.saved[3];
+           std::vector<Tensor> fast;  // oneDNN's backward in one pass, when the forward ran there too
+           if (!grad_enabled() && c.saved[4].defined() &&
+               layer_norm_backward_onednn(problem, x, w, mean_x, c.saved[4], g, fast))
+             return keep_needed(std::move(fast), c.needs_grad, normalized_shape);
            if (grad_enabled() && x.requires_grad()) {  // see Note [layer_norm backward and its statistics]
              mean_x = mean(x, dims, true);
              const Tensor centered = x - mean_x;

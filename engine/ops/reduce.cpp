@@ -210,9 +210,9 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   AG_CHECK(x.defined(), "sum_to: the input is undefined");
+  if (x.shape() == shape) return x;
   AG_CHECK(broadcast_shapes("sum_to", shape, x.shape()) == x.shape(),
            "sum_to: shape {} does not broadcast to the input's shape {}", shape_str(shape), shape_str(x.shape()));
-  if (x.shape() == shape) return x;
   const int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.dim(); ++d)

@@ -5,6 +5,9 @@
 #include <limits>
 
 #include "engine/autograd.h"
+#include "engine/kernels/dnnl_compat.h"
+#include "engine/kernels/fast.h"
+#include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
 #include "engine/ops.h"
 #include "engine/registry.h"
@@ -72,22 +75,93 @@ Tensor softmax_kernel(std::string_view op, const Tensor& x, const RowPlan& p, bo
   return out;
 }
 
+// Below this many elements the loops above beat oneDNN's ~1 µs per call, and two threads
+// double a tiny softmax's time (tools/bench: BM_SoftmaxForward; tools/bench/README.md).
+constexpr int64_t kOneDnnSoftmaxMin = 256;
+
+// y = softmax(x) (or log_softmax) on oneDNN; false if oneDNN does not take it (or only as ref:any).
+bool softmax_onednn(const Tensor& x, Tensor& y, const RowPlan& p, bool log) {
+  const onednn::Dims dims{p.outer, p.size, p.inner};
+  const auto op = log ? onednn::Op::log_softmax : onednn::Op::softmax;
+  onednn::Primitive* primitive = onednn::cached({static_cast<int64_t>(op), p.outer, p.size, p.inner},
+                                                [&] { return onednn::make_softmax(onednn::f32_desc(dims), 1, log); });
+  if (primitive == nullptr) return false;
+  onednn::execute(*primitive, {{DNNL_ARG_SRC, x.data<float>()}, {DNNL_ARG_DST, y.data<float>()}});
+  return true;
+}
+
+Tensor run_softmax(std::string_view op, const Tensor& x, const RowPlan& p, bool log) {
+  if (x.dtype() == DType::f32 && x.numel() >= kOneDnnSoftmaxMin) {
+    Tensor y = empty(x.shape(), x.dtype());
+    if (softmax_onednn(x, y, p, log)) return y;
+  }
+  return softmax_kernel(op, x, p, log);
+}
+
+// dx = y ⊙ (g − Σ g ⊙ y) along one contiguous row: two passes the compiler vectorises (AVX2
+// and FMA where the CPU has them; oneDNN 2.6 has only ref:any for this on AVX2).
+template <typename T>
+[[gnu::always_inline]] inline void softmax_backward_row_body(const T* y, const T* g, T* dx, int64_t size) {
+  T dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t k = 0; k < size; ++k) dot += g[k] * y[k];
+#pragma omp simd
+  for (int64_t k = 0; k < size; ++k) dx[k] = y[k] * (g[k] - dot);
+}
+[[gnu::target_clones("arch=haswell", "default")]] void softmax_backward_row(const float* y, const float* g, float* dx,
+                                                                            int64_t size) {
+  softmax_backward_row_body(y, g, dx, size);
+}
+[[gnu::target_clones("arch=haswell", "default")]] void softmax_backward_row(const double* y, const double* g,
+                                                                            double* dx, int64_t size) {
+  softmax_backward_row_body(y, g, dx, size);
+}
+
 }  // namespace
+
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
+  const std::string_view op = log ? "log_softmax" : "softmax";
+  return run_softmax(op, x, plan_rows(op, x, dim), log);
+}
+
+Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim) {
+  const RowPlan p = plan_rows("softmax_backward", y, dim);
+  Tensor dx = empty(y.shape(), y.dtype());
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<typename T>() {
+    const T* py = y.data<T>();
+    const T* pg = g.data<T>();
+    T* pd = dx.data<T>();
+    const int64_t size = p.size, inner = p.inner;
+    if (inner == 1) {
+      parallel_for(p.outer, 3 * size,
+                   [&](int64_t row) { softmax_backward_row(py + row * size, pg + row * size, pd + row * size, size); });
+      return;
+    }
+    parallel_for(p.outer * inner, 3 * size, [&](int64_t row) {
+      const int64_t base = (row / inner) * size * inner + row % inner;  // a strided row
+      T dot = 0;
+      for (int64_t k = 0; k < size; ++k) dot += pg[base + k * inner] * py[base + k * inner];
+      for (int64_t k = 0; k < size; ++k) pd[base + k * inner] = py[base + k * inner] * (pg[base + k * inner] - dot);
+    });
+  });
+  return dx;
+}
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   const RowPlan plan = plan_rows("softmax", x, dim);
-  Tensor out = softmax_kernel("softmax", x, plan, false);
+  Tensor out = run_softmax("softmax", x, plan, false);
   record(out, "SoftmaxBackward", {x}, {out}, [d = plan.dim](const BackwardContext& c) {
     // y = exp(x - max) / Σ_dim exp(x - max)  →  dx = y ⊙ (g − Σ_dim(g ⊙ y))
     const Tensor& y = c.saved[0];
-    return std::vector<Tensor>{mul(y, sub(c.grad, sum(mul(c.grad, y), {d}, true)))};
+    if (!grad_enabled()) return std::vector<Tensor>{softmax_backward_data(y, c.grad, d)};  // one fused pass
+    return std::vector<Tensor>{mul(y, sub(c.grad, sum(mul(c.grad, y), {d}, true)))};       // create_graph
   });
   return out;
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   const RowPlan plan = plan_rows("log_softmax", x, dim);
-  Tensor out = softmax_kernel("log_softmax", x, plan, true);
+  Tensor out = run_softmax("log_softmax", x, plan, true);
   record(out, "LogSoftmaxBackward", {x}, {out}, [d = plan.dim](const BackwardContext& c) {
     // y = x - max - log Σ_dim exp(x - max)  →  dx = g − exp(y) ⊙ Σ_dim g
     const Tensor& y = c.saved[0];

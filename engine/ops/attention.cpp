@@ -1,0 +1,171 @@
+// Fused scaled dot-product attention on (B, H, T, d) tensors: scores through one matmul with the
+// 1/√d scale fused, the masks applied in one pass (never as a oneDNN post-op: a batch-broadcast
+// mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node, one backward.
+#include <cmath>
+#include <limits>
+
+#include "engine/autograd.h"
+#include "engine/kernels/broadcast.h"
+#include "engine/kernels/fast.h"
+#include "engine/ops.h"
+#include "engine/registry.h"
+
+namespace ag {
+
+namespace {
+
+// The problem's sizes and the masks that shape the scores.
+struct AttentionPlan {
+  int64_t B = 0, H = 0, T = 0, S = 0, d = 0;
+  double scale = 1;
+  bool causal = false;
+  Shape mask_strides;  // attn_mask's strides read as (B, H, T, S), 0 along broadcast dims
+};
+
+void check_operand(const char* what, const Tensor& t) {
+  AG_CHECK(t.defined(), "scaled_dot_product_attention: {} is undefined", what);
+  AG_CHECK(t.dim() == 4 && is_floating(t.dtype()),
+           "scaled_dot_product_attention: expected {} as a floating (B, H, T, d) tensor, got {} of shape {}", what,
+           dtype_name(t.dtype()), shape_str(t.shape()));
+}
+
+void check_masks(const AttentionPlan& p, const Tensor& q, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  const Shape scores{p.B, p.H, p.T, p.S};
+  if (attn_mask.defined()) {
+    AG_CHECK(attn_mask.dtype() == DType::b8 || attn_mask.dtype() == q.dtype(),
+             "scaled_dot_product_attention: attn_mask must be b8 (true = masked) or additive {} like q, got {}",
+             dtype_name(q.dtype()), dtype_name(attn_mask.dtype()));
+    AG_CHECK(broadcasts_to(attn_mask.shape(), scores),
+             "scaled_dot_product_attention: attn_mask of shape {} does not broadcast to the scores' shape {}",
+             shape_str(attn_mask.shape()), shape_str(scores));
+  }
+  if (key_padding_mask.defined())
+    AG_CHECK(key_padding_mask.dtype() == DType::b8 && key_padding_mask.shape() == Shape({p.B, p.S}),
+             "scaled_dot_product_attention: key_padding_mask must be b8 of shape (B, S) = {}, got {} of shape {}",
+             shape_str({p.B, p.S}), dtype_name(key_padding_mask.dtype()), shape_str(key_padding_mask.shape()));
+}
+
+AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                             const Tensor& key_padding_mask, bool is_causal, double dropout_p) {
+  check_operand("q", q);
+  check_operand("k", k);
+  check_operand("v", v);
+  AG_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(),
+           "scaled_dot_product_attention: dtypes differ: q {}, k {}, v {}", dtype_name(q.dtype()),
+           dtype_name(k.dtype()), dtype_name(v.dtype()));
+  AG_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
+               k.size(3) == q.size(3) && v.size(2) == k.size(2),
+           "scaled_dot_product_attention: expected q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv), got q {}, k {}, "
+           "v {}",
+           shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  AG_CHECK(dropout_p >= 0 && dropout_p < 1, "scaled_dot_product_attention: expected dropout_p in [0, 1), got {}",
+           dropout_p);
+  AttentionPlan p;
+  p.B = q.size(0), p.H = q.size(1), p.T = q.size(2), p.S = k.size(2), p.d = q.size(3);
+  p.scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(p.d, 1)));
+  p.causal = is_causal;
+  check_masks(p, q, attn_mask, key_padding_mask);
+  if (attn_mask.defined()) p.mask_strides = broadcast_strides(attn_mask.shape(), {p.B, p.H, p.T, p.S});
+  return p;
+}
+
+// scores (B, H, T, S) in place: -inf where causal (j > i), padded (key_padding_mask[b, j]) or a
+// b8 attn_mask is true; + attn_mask where it is additive.
+template <typename T>
+void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  const bool* padded = key_padding_mask.defined() ? key_padding_mask.data<bool>() : nullptr;
+  const bool* masked = attn_mask.defined() && attn_mask.dtype() == DType::b8 ? attn_mask.data<bool>() : nullptr;
+  const T* added = attn_mask.defined() && !masked ? attn_mask.data<T>() : nullptr;
+  const Shape& ms = p.mask_strides;
+  parallel_for(p.B * p.H * p.T, p.S, [&](int64_t row) {
+    const int64_t i = row % p.T, h = row / p.T % p.H, b = row / (p.T * p.H);
+    T* s = scores + row * p.S;  // (S)
+    const int64_t mask_row = attn_mask.defined() ? b * ms[0] + h * ms[1] + i * ms[2] : 0;
+    for (int64_t j = 0; j < p.S; ++j) {
+      const int64_t at = mask_row + j * (ms.empty() ? 0 : ms[3]);
+      if ((p.causal && j > i) || (padded && padded[b * p.S + j]) || (masked && masked[at])) {
+        s[j] = -std::numeric_limits<T>::infinity();
+      } else if (added) {
+        s[j] += added[at];
+      }
+    }
+  });
+}
+
+// weights = softmax(scale · q @ kᵀ, masked), (B, H, T, S).
+Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
+                         const Tensor& key_padding_mask) {
+  Tensor scores = matmul_forward(q, k, false, true, p.scale);  // (B, H, T, S)
+  if (p.causal || attn_mask.defined() || key_padding_mask.defined())
+    dispatch_floating(q.dtype(), "scaled_dot_product_attention",
+                      [&]<typename T>() { apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask); });
+  return softmax_forward(scores, -1, false);  // (B, H, T, S)
+}
+
+}  // namespace
+
+Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                       const Tensor& key_padding_mask, bool is_causal, double dropout_p,
+                                       bool need_weights, Generator& gen) {
+  const AttentionPlan plan = plan_attention(q, k, v, attn_mask, key_padding_mask, is_causal, dropout_p);
+  const Tensor weights = attention_weights(q, k, plan, attn_mask, key_padding_mask);  // (B, H, T, S)
+  Tensor keep;                                                                        // (B, H, T, S)
+  Tensor dropped = weights;
+  if (dropout_p > 0) {
+    keep = dropout_mask(weights.shape(), weights.dtype(), dropout_p, gen);
+    NoGradGuard no_grad;
+    dropped = mul(weights, keep);  // (B, H, T, S)
+  }
+  Tensor out = matmul_forward(dropped, v, false, false, 1.0);  // (B, H, T, dv)
+  record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, weights, keep},
+         [plan](const BackwardContext& c) {
+           // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
+           AG_CHECK(!grad_enabled(),
+                    "ScaledDotProductAttentionBackward: double backward is not supported; compose attention from "
+                    "matmul, masked_fill, softmax and dropout for higher-order gradients");
+           const Tensor& q = c.saved[0];
+           const Tensor& k = c.saved[1];
+           const Tensor& v = c.saved[2];
+           const Tensor& w = c.saved[3];                             // (B, H, T, S)
+           const Tensor& keep = c.saved[4];                          // (B, H, T, S) or undefined
+           const Tensor wd = keep.defined() ? mul(w, keep) : w;      // (B, H, T, S)
+           Tensor dw = matmul_forward(c.grad, v, false, true, 1.0);  // dWd = g @ vᵀ, (B, H, T, S)
+           if (keep.defined()) dw = mul(dw, keep);                   // Wd = W ⊙ keep
+           const Tensor ds = softmax_backward_data(w, dw, -1);       // W = softmax(S): (B, H, T, S)
+           std::vector<Tensor> grads(3);
+           if (c.needs_grad[0]) grads[0] = matmul_forward(ds, k, false, false, plan.scale);  // (B, H, T, d)
+           if (c.needs_grad[1]) grads[1] = matmul_forward(ds, q, true, false, plan.scale);   // (B, H, S, d)
+           if (c.needs_grad[2]) grads[2] = matmul_forward(wd, c.grad, true, false, 1.0);     // (B, H, S, dv)
+           return grads;
+         });
+  return {out, need_weights ? dropped : Tensor()};
+}
+
+void register_attention_ops(Registry& registry) {
+  // Shapes: q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv).
+  const std::vector<std::vector<Shape>> shapes = {{{2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}},
+                                                  {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}},
+                                                  {{1, 3, 4, 2}, {1, 3, 5, 2}, {1, 3, 5, 3}},
+                                                  {{2, 1, 5, 3}, {2, 1, 5, 3}, {2, 1, 5, 1}}};
+  auto sdpa = [](bool causal, bool masks, double dropout_p) {
+    return [=](const std::vector<Tensor>& in) {
+      Generator gen(11);  // the same dropout mask on every call (every finite-difference probe)
+      const int64_t B = in[0].size(0), T = in[0].size(2), S = in[1].size(2);
+      Tensor attn_mask, padding;
+      if (masks) {
+        attn_mask = gt(rand({T, S}, DType::f64, gen), 0.7);        // (T, S), broadcast over B and H
+        padding = gt(rand({B, S}, DType::f64, gen), 0.7);          // (B, S)
+        for (int64_t i = 0; i < T; ++i) attn_mask.set({i, 0}, 0);  // key 0 stays visible: no row is all -inf
+        for (int64_t b = 0; b < B; ++b) padding.set({b, 0}, 0);
+      }
+      return scaled_dot_product_attention(in[0], in[1], in[2], attn_mask, padding, causal, dropout_p, false, gen)
+          .output;
+    };
+  };
+  registry.add({"scaled_dot_product_attention", sdpa(false, false, 0), real_inputs(), shapes});
+  registry.add({"scaled_dot_product_attention_causal", sdpa(true, false, 0), real_inputs(), shapes});
+  registry.add({"scaled_dot_product_attention_masked", sdpa(false, true, 0), real_inputs(), shapes});
+  registry.add({"scaled_dot_product_attention_dropout", sdpa(true, false, 0.3), real_inputs(), shapes});
+}
+
+}  // namespace ag

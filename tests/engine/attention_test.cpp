@@ -1,0 +1,173 @@
+// scaled_dot_product_attention equals the unfused composition of engine ops (matmul, masked_fill,
+// softmax, dropout, matmul) in values and gradients, with every kind of mask, in f64 and f32
+// (tiny shapes on the loops, large ones on oneDNN); and its errors name what is wrong.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/kernels/onednn.h"
+#include "engine/ops.h"
+#include "tests/test_util.h"
+
+namespace ag {
+namespace {
+
+struct Masks {
+  bool causal = false;
+  bool bool_mask = false;  // a b8 (T, S) attn_mask
+  bool additive = false;   // an additive (1, H, T, S) attn_mask
+  bool padding = false;    // a (B, S) key_padding_mask
+  double dropout_p = 0;
+};
+
+struct Inputs {
+  Tensor q, k, v, attn_mask, padding;
+};
+
+// Random q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv) and the masks; key 0 is never masked,
+// so no row is all -inf.
+Inputs make_inputs(int64_t B, int64_t H, int64_t T, int64_t S, int64_t d, int64_t dv, const Masks& m, DType dtype) {
+  Generator gen(21);
+  Inputs in{randn({B, H, T, d}, dtype, gen), randn({B, H, S, d}, dtype, gen), randn({B, H, S, dv}, dtype, gen), {}, {}};
+  if (m.bool_mask) in.attn_mask = gt(rand({T, S}, DType::f64, gen), 0.6);  // (T, S)
+  if (m.additive) in.attn_mask = randn({1, H, T, S}, dtype, gen);          // (1, H, T, S)
+  if (m.padding) in.padding = gt(rand({B, S}, DType::f64, gen), 0.6);      // (B, S)
+  NoGradGuard no_grad;
+  for (int64_t i = 0; m.bool_mask && i < T; ++i) in.attn_mask.set({i, 0}, 0);
+  for (int64_t b = 0; m.padding && b < B; ++b) in.padding.set({b, 0}, 0);
+  for (Tensor* t : {&in.q, &in.k, &in.v}) t->requires_grad_();
+  return in;
+}
+
+// The composition the fused op replaces, in engine ops.
+Tensor composed(const Inputs& in, const Masks& m, Generator& gen) {
+  const int64_t T = in.q.size(2), S = in.k.size(2);
+  Tensor scores = mul(matmul(in.q, in.k, false, true), 1 / std::sqrt(double(in.q.size(3))));  // (B, H, T, S)
+  if (m.causal) scores = masked_fill(scores, triu(ones({T, S}, DType::b8), 1), -INFINITY);
+  if (m.bool_mask) scores = masked_fill(scores, in.attn_mask, -INFINITY);
+  if (m.additive) scores = add(scores, in.attn_mask);
+  if (m.padding) {
+    const Tensor pad = reshape(in.padding, {in.q.size(0), 1, 1, S});  // (B, 1, 1, S)
+    scores = masked_fill(scores, pad, -INFINITY);
+  }
+  const Tensor weights = dropout(softmax(scores, -1), m.dropout_p, m.dropout_p > 0, gen);  // (B, H, T, S)
+  return matmul(weights, in.v);                                                            // (B, H, T, dv)
+}
+
+Tensor fused(const Inputs& in, const Masks& m, Generator& gen) {
+  return scaled_dot_product_attention(in.q, in.k, in.v, in.attn_mask, in.padding, m.causal, m.dropout_p, false, gen)
+      .output;
+}
+
+// Output and the gradients of q, k, v under a random upstream gradient.
+std::vector<Tensor> run(Tensor (*f)(const Inputs&, const Masks&, Generator&), const Inputs& in, const Masks& m) {
+  Generator gen(5);
+  const Tensor out = f(in, m, gen);
+  for (const Tensor* t : {&in.q, &in.k, &in.v}) t->set_grad({});
+  Generator ggen(6);
+  out.backward(randn(out.shape(), out.dtype(), ggen));
+  return {out, in.q.grad(), in.k.grad(), in.v.grad()};
+}
+
+void expect_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double tol, const std::string& what) {
+  const char* names[] = {"output", "dq", "dk", "dv"};
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<double> x = a[i].to_vector(), y = b[i].to_vector();
+    ASSERT_EQ(x.size(), y.size());
+    double worst = 0;
+    for (size_t j = 0; j < x.size(); ++j) worst = std::max(worst, std::abs(x[j] - y[j]) / (1 + std::abs(y[j])));
+    std::printf("%s %s %s max rel diff %.3g\n", worst <= tol ? "OK" : "NOT OK", what.c_str(), names[i], worst);
+    EXPECT_LE(worst, tol) << what << " " << names[i];
+  }
+}
+
+struct Case {
+  std::string name;
+  Masks masks;
+};
+
+const std::vector<Case> kCases = {{"plain", {}},
+                                  {"causal", {.causal = true}},
+                                  {"bool mask", {.bool_mask = true}},
+                                  {"additive mask", {.additive = true}},
+                                  {"padding", {.padding = true}},
+                                  {"causal+padding+dropout", {.causal = true, .padding = true, .dropout_p = 0.25}},
+                                  {"everything", {true, true, false, true, 0.1}}};
+
+TEST(Attention, EqualsTheCompositionInF64) {
+  for (const Case& c : kCases) {
+    const Inputs in = make_inputs(2, 3, 5, 6, 4, 3, c.masks, DType::f64);
+    expect_same(run(fused, in, c.masks), run(composed, in, c.masks), 1e-12, "f64 " + c.name);
+  }
+}
+
+TEST(Attention, EqualsTheCompositionInF32AtTinyAndLargeSizes) {
+  for (const Case& c : kCases) {
+    const Inputs tiny = make_inputs(1, 2, 6, 6, 8, 8, c.masks, DType::f32);  // seed 003's sizes: the loops
+    expect_same(run(fused, tiny, c.masks), run(composed, tiny, c.masks), 1e-5, "f32 tiny " + c.name);
+    const Inputs large = make_inputs(4, 4, 128, 128, 32, 32, c.masks, DType::f32);  // on oneDNN
+    expect_same(run(fused, large, c.masks), run(composed, large, c.masks), 1e-4, "f32 large " + c.name);
+  }
+}
+
+TEST(Attention, ReturnsTheWeightsOnRequest) {
+  const Inputs in = make_inputs(2, 2, 4, 4, 3, 3, {.causal = true}, DType::f64);
+  const Attention a = scaled_dot_product_attention(in.q, in.k, in.v, {}, {}, true, 0, true);
+  ASSERT_EQ(a.weights.shape(), Shape({2, 2, 4, 4}));
+  EXPECT_EQ(a.weights.at({1, 1, 0, 3}), 0.0);  // a future key: weight exactly 0
+  EXPECT_NEAR(sum(a.weights, {3}).to_vector()[5], 1.0, 1e-12);
+  EXPECT_FALSE(a.weights.requires_grad());
+  EXPECT_FALSE(scaled_dot_product_attention(in.q, in.k, in.v).weights.defined());
+}
+
+TEST(Attention, MaskedKeysGetExactlyZeroGradient) {
+  const Masks m{.padding = true};
+  const Inputs in = make_inputs(2, 2, 4, 5, 3, 3, m, DType::f64);
+  run(fused, in, m);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t s = 0; s < 5; ++s)
+      if (in.padding.at({b, s}) != 0)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t j = 0; j < 3; ++j) {
+            EXPECT_EQ(in.k.grad().at({b, h, s, j}), 0.0);
+            EXPECT_EQ(in.v.grad().at({b, h, s, j}), 0.0);
+          }
+}
+
+TEST(Attention, CreatesNoPrimitiveInTheSteadyState) {
+  const Inputs in = make_inputs(4, 4, 128, 128, 32, 32, {.causal = true}, DType::f32);
+  auto step = [&] { sum(fused(in, {.causal = true}, default_generator())).backward(); };
+  step();
+  const int64_t after_first = onednn::primitives_created();
+  for (int i = 0; i < 10; ++i) step();
+  EXPECT_EQ(onednn::primitives_created(), after_first);
+}
+
+TEST(Attention, ErrorsNameTheProblem) {
+  const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(zeros({3, 4, 5}), k, v);
+      },
+      {"scaled_dot_product_attention", "q", "(B, H, T, d)", "(3,4,5)"});
+  expect_error([&] { scaled_dot_product_attention(q, zeros({2, 3, 6, 4}), v); }, {"(2,3,4,5)", "(2,3,6,4)"});
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, zeros({4, 5}, DType::b8));
+      },
+      {"attn_mask", "(4,5)", "(2,3,4,6)"});
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, {}, zeros({2, 4}, DType::b8));
+      },
+      {"key_padding_mask", "(2,6)", "(2,4)"});
+  expect_error([&] { scaled_dot_product_attention(q, k, v, {}, {}, false, 1.0); }, {"dropout_p", "[0, 1)"});
+  expect_error([&] { scaled_dot_product_attention(q, k, zeros({2, 3, 6, 7}, DType::f64)); }, {"dtypes differ"});
+}
+
+}  // namespace
+}  // namespace ag

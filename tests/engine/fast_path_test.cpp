@@ -1,0 +1,191 @@
+// The f32 fast path (oneDNN above the size thresholds, vectorised loops below) against the f64
+// reference kernels on the same inputs: matmul in every transposition and batch layout, softmax
+// and log_softmax, the fused softmax backward, layer_norm forward and backward; odd sizes, size
+// 1 and large. Plus the primitive cache: no primitive is created in the steady state.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/kernels/fast.h"
+#include "engine/kernels/onednn.h"
+#include "engine/ops.h"
+#include "engine/threads.h"
+
+namespace ag {
+namespace {
+
+// Max |f32 − f64| over the elements, scaled by `scale`, must stay under tol; prints OK / NOT OK.
+void expect_close(const Tensor& f32, const Tensor& f64, double tol, const std::string& what) {
+  ASSERT_EQ(f32.shape(), f64.shape()) << what;
+  const std::vector<double> a = f32.to_vector(), b = f64.to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(b[i]) || std::isinf(b[i])) {
+      EXPECT_TRUE(std::isnan(b[i]) ? std::isnan(a[i]) : a[i] == b[i]) << what << " at " << i;
+      continue;
+    }
+    worst = std::max(worst, std::abs(a[i] - b[i]) / (1 + std::abs(b[i])));
+  }
+  std::printf("%s %s max rel diff %.3g\n", worst <= tol ? "OK" : "NOT OK", what.c_str(), worst);
+  EXPECT_LE(worst, tol) << what;
+}
+
+// The same random f64 values as an f64 tensor and an f32 copy.
+std::pair<Tensor, Tensor> random_pair(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  Tensor x64 = randn(shape, DType::f64, gen);
+  return {x64, to(x64, DType::f32)};
+}
+
+struct MatmulCase {
+  Shape a, b;
+  bool ta, tb;
+};
+
+TEST(FastPath, MatmulAgreesWithF64) {
+  const std::vector<MatmulCase> cases = {{{64, 64}, {64, 64}, false, false},
+                                         {{33, 65}, {65, 17}, false, false},
+                                         {{65, 33}, {65, 17}, true, false},
+                                         {{33, 65}, {17, 65}, false, true},
+                                         {{65, 33}, {17, 65}, true, true},
+                                         {{300, 1}, {1, 300}, false, false},
+                                         {{1, 4096}, {4096, 3}, false, false},
+                                         {{4096}, {4096, 5}, false, false},
+                                         {{4, 33, 65}, {4, 65, 17}, false, false},
+                                         {{4, 65, 33}, {4, 17, 65}, true, true},
+                                         {{2, 1, 40, 30}, {3, 30, 50}, false, false},
+                                         {{5, 40, 30}, {50, 30}, false, true},
+                                         {{5, 30, 40}, {30, 50}, true, false},
+                                         {{30, 50}, {5, 40, 50}, false, true},
+                                         {{2, 3, 1, 1}, {2, 3, 1, 1}, false, false},
+                                         {{257, 129}, {129, 255}, false, false}};
+  for (const MatmulCase& c : cases) {
+    auto [a64, a32] = random_pair(c.a, 1);
+    auto [b64, b32] = random_pair(c.b, 2);
+    const int64_t k = c.ta ? c.a[c.a.size() - 2] : c.a.back();
+    expect_close(matmul(a32, b32, c.ta, c.tb), matmul(a64, b64, c.ta, c.tb), 2e-6 * std::sqrt(k) + 1e-6,
+                 "matmul " + shape_str(c.a) + (c.ta ? "ᵀ" : "") + " @ " + shape_str(c.b) + (c.tb ? "ᵀ" : ""));
+  }
+}
+
+TEST(FastPath, ScaledMatmulAgreesWithF64) {
+  auto [q64, q32] = random_pair({6, 50, 16}, 3);
+  auto [k64, k32] = random_pair({6, 50, 16}, 4);
+  expect_close(matmul_forward(q32, k32, false, true, 0.25), mul(matmul(q64, k64, false, true), 0.25), 1e-5,
+               "0.25 · Q Kᵀ");
+}
+
+TEST(FastPath, SoftmaxAgreesWithF64) {
+  const std::vector<std::pair<Shape, int64_t>> cases = {{{8192, 128}, -1}, {{37, 129}, -1}, {{1, 5000}, -1},
+                                                        {{5000, 1}, -1},   {{3, 2000}, 0},  {{4, 50, 33}, 1},
+                                                        {{12, 6}, -1},     {{1}, 0}};
+  for (const auto& [shape, dim] : cases) {
+    auto [x64, x32] = random_pair(shape, 5);
+    for (bool log : {false, true})
+      expect_close(softmax_forward(x32, dim, log), softmax_forward(x64, dim, log), 1e-5,
+                   std::string(log ? "log_softmax " : "softmax ") + shape_str(shape) + " dim " + std::to_string(dim));
+  }
+}
+
+TEST(FastPath, SoftmaxMaskedRowsAgreeWithF64) {
+  // A causal mask over (64, 128, 128) scores: -inf gets weight 0 (log-weight -inf), as in f64.
+  auto [x64, x32] = random_pair({64, 128, 128}, 6);
+  const Tensor mask = causal_mask(128);
+  for (bool log : {false, true})
+    expect_close(softmax_forward(masked_fill(x32, mask, -INFINITY), -1, log),
+                 softmax_forward(masked_fill(x64, mask, -INFINITY), -1, log), 1e-5,
+                 log ? "masked log_softmax" : "masked softmax");
+}
+
+TEST(FastPath, SoftmaxBackwardAgreesWithComposition) {
+  const std::vector<std::pair<Shape, int64_t>> cases = {{{8192, 128}, -1}, {{37, 129}, -1},  {{3, 1}, -1},
+                                                        {{3, 200}, 0},     {{4, 50, 33}, 1}, {{1}, 0}};
+  for (const auto& [shape, dim] : cases) {
+    auto [x64, x32] = random_pair(shape, 7);
+    auto [g64, g32] = random_pair(shape, 8);
+    const Tensor y64 = softmax(x64, dim), y32 = to(y64, DType::f32);
+    const Tensor composed = mul(y64, sub(g64, sum(mul(g64, y64), {dim}, true)));
+    expect_close(softmax_backward_data(y32, g32, dim), composed, 1e-5, "softmax backward " + shape_str(shape));
+    expect_close(softmax_backward_data(y64, g64, dim), composed, 1e-12, "softmax backward f64 " + shape_str(shape));
+  }
+}
+
+struct NormCase {
+  Shape x, normalized;
+  bool weight, bias;
+};
+
+// layer_norm's output and every gradient, f32 against f64.
+void check_layer_norm(const NormCase& c) {
+  auto [x64, x32] = random_pair(c.x, 9);
+  auto [w64, w32] = random_pair(c.normalized, 10);
+  auto [b64, b32] = random_pair(c.normalized, 11);
+  auto [g64, g32] = random_pair(c.x, 12);
+  std::vector<Tensor> results;
+  for (auto [x, w, b, g] : {std::tuple{x64, w64, b64, g64}, std::tuple{x32, w32, b32, g32}}) {
+    x.requires_grad_();
+    if (c.weight) w.requires_grad_();
+    if (c.bias) b.requires_grad_();
+    const Tensor out = layer_norm(x, c.normalized, c.weight ? w : Tensor(), c.bias ? b : Tensor());
+    out.backward(g);
+    results.insert(results.end(), {out, x.grad(), c.weight ? w.grad() : Tensor(), c.bias ? b.grad() : Tensor()});
+  }
+  const std::string name = "layer_norm " + shape_str(c.x) + " over " + shape_str(c.normalized);
+  const int64_t rows = numel(c.x) / numel(c.normalized);
+  const double sum_tol = 2e-6 * std::sqrt(rows);  // dw, db sum over the rows
+  expect_close(results[4], results[0], 1e-5, name + " out");
+  expect_close(results[5], results[1], 1e-4, name + " dx");
+  if (c.weight) expect_close(results[6], results[2], 1e-5 + sum_tol, name + " dw");
+  if (c.bias) expect_close(results[7], results[3], 1e-5 + sum_tol, name + " db");
+}
+
+TEST(FastPath, LayerNormAgreesWithF64) {
+  for (const NormCase& c : std::vector<NormCase>{{{64, 128}, {128}, true, true},
+                                                 {{33, 129}, {129}, false, false},
+                                                 {{7, 3, 300}, {3, 300}, true, false},
+                                                 {{5000, 1}, {1}, false, true},
+                                                 {{1, 8192}, {8192}, true, true},
+                                                 {{16, 64, 256}, {256}, true, true},
+                                                 {{3, 5}, {5}, true, true}})
+    check_layer_norm(c);
+}
+
+// One step of a small training loop over every dispatched kernel, above the thresholds.
+void training_step(const Tensor& x, const Tensor& w, const Tensor& gamma) {
+  const Tensor h = layer_norm(matmul(x, w, false, true), {128}, gamma);  // (64, 128)
+  const Tensor p = softmax(h, -1);
+  const Tensor l = log_softmax(matmul(p, w), -1);  // (64, 128)
+  sum(mul(p, l)).backward();
+}
+
+TEST(FastPath, NoPrimitiveIsCreatedInTheSteadyState) {
+  Generator gen(13);
+  const Tensor x = randn({64, 128}, DType::f32, gen);
+  const Tensor w = randn({128, 128}, DType::f32, gen).requires_grad_();
+  const Tensor gamma = randn({128}, DType::f32, gen).requires_grad_();
+  training_step(x, w, gamma);
+  const int64_t after_first = onednn::primitives_created();
+  EXPECT_GT(after_first, 0);
+  for (int step = 0; step < 10; ++step) training_step(x, w, gamma);
+  EXPECT_EQ(onednn::primitives_created(), after_first);
+}
+
+TEST(FastPath, ResultsDoNotDependOnTheThreadCount) {
+  auto [a64, a32] = random_pair({8192, 128}, 14);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const std::vector<double> one = softmax_backward_data(softmax(a32, -1), a32, -1).to_vector();
+  set_num_threads(2);
+  const std::vector<double> two = softmax_backward_data(softmax(a32, -1), a32, -1).to_vector();
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);
+  EXPECT_THROW(set_num_threads(0), Error);
+}
+
+}  // namespace
+}  // namespace ag
