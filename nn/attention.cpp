@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/ops.h"
 
 namespace ag::nn {
 
@@ -44,13 +45,55 @@ Tensor causal_part(const std::string& module, const Tensor& mask, int64_t tokens
 
 // context = dropout(weights) values with weights = masked_attention_weights(queries keysᵀ);
 // the weights before dropout are kept, detached, in `kept`. dropout may be null.
-Tensor attend(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden, Dropout* dropout,
-              Tensor& kept) {
+Tensor attend_composed(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden,
+                       Dropout* dropout, Tensor& kept) {
   const Tensor scores = matmul(queries, keys, false, true);                  // (…, T, T)
   Tensor weights = masked_attention_weights(scores, hidden, keys.size(-1));  // (…, T, T)
   kept = weights.detach();
   if (dropout != nullptr) weights = dropout->forward(weights);
   return matmul(weights, values);  // (…, T, d_v)
+}
+
+// (T, d) → (1, 1, T, d); (B, T, d) → (B, 1, T, d); (B, H, T, d) stays.
+Tensor as_heads(const Tensor& x) {
+  if (x.dim() == 4) return x;
+  return x.dim() == 2 ? reshape(x, {1, 1, x.size(0), x.size(1)}) : unsqueeze(x, 1);
+}
+
+bool has_nan(const Tensor& t) {
+  const float* data = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::isnan(data[i])) return true;
+  return false;
+}
+
+// The same through the fused kernel, or undefined where it cannot stand in: under active dropout
+// (it would draw other masks), in f64 (no fast path), and for a query whose keys are all hidden
+// (the fused op gives NaN there, the composition zeros: Note [fully masked rows]).
+Tensor attend_fused(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden,
+                    Dropout* dropout, Tensor& kept) {
+  if ((dropout != nullptr && dropout->is_training() && dropout->p > 0) || queries.dtype() != DType::f32) return {};
+  const Tensor mask = hidden.defined() && hidden.dim() == 3 && queries.dim() == 3 ? unsqueeze(hidden, 1) : hidden;
+  const Attention fused = scaled_dot_product_attention(as_heads(queries), as_heads(keys), as_heads(values), mask, {},
+                                                       false, 0.0, /*need_weights=*/true);  // (B, H, T, d_v)
+  if (has_nan(fused.output)) return {};
+  Shape weights_shape = queries.shape();
+  weights_shape.back() = keys.size(-2);
+  kept = reshape(fused.weights, weights_shape);  // (…, T, T)
+  Shape out_shape = queries.shape();
+  out_shape.back() = values.size(-1);
+  return reshape(fused.output, out_shape);  // (…, T, d_v)
+}
+
+bool use_fused_attention = true;
+
+Tensor attend(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden, Dropout* dropout,
+              Tensor& kept) {
+  if (use_fused_attention) {
+    Tensor context = attend_fused(queries, keys, values, hidden, dropout, kept);
+    if (context.defined()) return context;
+  }
+  return attend_composed(queries, keys, values, hidden, dropout, kept);
 }
 
 // (…, T) key padding → (…, 1, T): one row of hidden keys shared by every query.
@@ -61,6 +104,9 @@ Tensor padded_keys(const Tensor& key_padding_mask) {
 Tensor causal_buffer(int64_t context_length) { return triu(ones({context_length, context_length}), 1); }
 
 }  // namespace
+
+void set_fused_attention(bool enabled) { use_fused_attention = enabled; }
+bool fused_attention_enabled() { return use_fused_attention; }
 
 Tensor masked_attention_weights(const Tensor& scores, const Tensor& mask, int64_t key_dim) {
   AG_CHECK(key_dim > 0, "masked_attention_weights: expected a positive key dim, got {}", key_dim);

@@ -30,6 +30,12 @@ Tensor masked_attention_weights(const Tensor& scores, const Tensor& mask, int64_
 
 // What every attention module shares: forward with or without a key-padding mask, and the
 // attention weights of the last forward.
+// The classes below run ag::scaled_dot_product_attention (the fused kernel) where it computes
+// the same as their composition of engine ops, which they use otherwise (active dropout, f64,
+// a query with every key hidden). Turning it off forces the composition: tests compare the two.
+void set_fused_attention(bool enabled);
+bool fused_attention_enabled();
+
 class AttentionModule : public UnaryModule {
  public:
   virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask) = 0;

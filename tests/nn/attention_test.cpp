@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include "engine/autograd.h"
 #include "tests/golden_util.h"
@@ -298,6 +299,54 @@ std::vector<std::string> names_of(const Module& module) {
   std::vector<std::string> names;
   for (const auto& [name, _] : module.state_dict()) names.push_back(name);
   return names;
+}
+
+// True if the graph behind t has a node of that name.
+bool graph_has(const Tensor& t, std::string_view name) {
+  std::vector<Node*> stack{t.grad_fn().get()};
+  std::set<Node*> seen;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    if (node->name == name) return true;
+    for (const auto& next : node->next) stack.push_back(next.get());
+  }
+  return false;
+}
+
+// Issue 4: the classes run the fused kernel where they can; with it turned off they run the
+// composition of engine ops. Both give the same outputs, weights and gradients (f32 tolerance),
+// with and without key padding.
+TEST(AttentionProperties, FusedAndComposedPathsAgree) {
+  Generator gen(11);
+  const Tensor x = randn({2, kTokens, kFeatures}, DType::f32, gen);
+  Tensor padding = zeros({2, kTokens}, DType::b8);
+  padding.set({1, kTokens - 1}, 1);
+  padding.set({1, kTokens - 2}, 1);
+  for (const Tensor& mask : {Tensor(), padding}) {
+    for (const auto& [name, make, causal] : all_attentions()) {
+      std::vector<std::vector<double>> results[2];
+      for (bool fused : {true, false}) {
+        set_fused_attention(fused);
+        manual_seed(3);
+        auto attention = make();
+        Tensor input = clone(x).requires_grad_();
+        Tensor out = attention->forward(input, mask);
+        EXPECT_EQ(graph_has(out, "ScaledDotProductAttentionBackward"), fused) << name;
+        sum(mul(out, out)).backward();
+        auto& r = results[fused];
+        r = {out.to_vector(), attention->last_attention_weights.to_vector(), input.grad().to_vector()};
+        for (const Tensor& p : attention->parameters()) r.push_back(p.grad().to_vector());
+      }
+      set_fused_attention(true);
+      ASSERT_EQ(results[0].size(), results[1].size());
+      for (size_t k = 0; k < results[0].size(); ++k)
+        for (size_t i = 0; i < results[0][k].size(); ++i)
+          ASSERT_NEAR(results[1][k][i], results[0][k][i], 1e-4 + 1e-4 * std::abs(results[0][k][i]))
+              << name << (mask.defined() ? " with padding" : "") << ", tensor " << k << ", element " << i;
+    }
+  }
 }
 
 TEST(Attention, StateDictNamesAreTheSeeds) {
