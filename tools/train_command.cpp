@@ -32,7 +32,10 @@ Command add_train_command(CLI::App& app) {
   sentiment->add_option("--epochs", options->epochs, "Passes over the training set")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->capture_default_str();
-  sentiment->add_option("--lr", options->lr, "Adam learning rate")->check(kPositiveFinite)->capture_default_str();
+  sentiment->add_option("--lr", options->lr, "AdamW learning rate")->check(kPositiveFinite)->capture_default_str();
+  sentiment->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   sentiment->add_option("--batch-size", options->batch_size, "Sentences per step")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->capture_default_str();

@@ -90,6 +90,7 @@ std::string config_json(const SentimentOptions& o, int64_t vocab_size) {
                         {"val_fraction", o.val_fraction},
                         {"epochs", o.epochs},
                         {"lr", o.lr},
+                        {"weight_decay", o.weight_decay},
                         {"batch_size", o.batch_size},
                         {"seed", o.seed},
                         {"attograd_version", "0.1.0"}}
@@ -126,7 +127,7 @@ int train(const SentimentOptions& options) {
   const Vocabulary vocab(examples);
   manual_seed(options.seed);
   SentimentClassifier model(vocab.size(), options.dim);
-  nn::Adam optimizer(model.parameters(), {.lr = options.lr});
+  nn::AdamW optimizer(model.parameters(), {.lr = options.lr, .weight_decay = options.weight_decay});
   SentimentTask task(model, vocab, examples, validation);
 
   nn::TrainerOptions trainer_options{.epochs = options.epochs,
