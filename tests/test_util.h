@@ -2,9 +2,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +15,26 @@
 #include "engine/tensor.h"
 
 namespace ag {
+
+// A fresh, empty directory for one test, removed with everything in it at the end.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            fmt::format("attograd_{}_{}_{}", test->test_suite_name(), test->name(), ::getpid());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  operator const std::filesystem::path&() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Runs f, expects it to throw ag::Error whose message contains every one of `parts`.
 inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {

@@ -18,26 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh, empty directory for one test, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / fmt::format("attograd_{}_{}_{}", test->test_suite_name(), test->name(), ::getpid());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  operator const fs::path&() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
 std::shared_ptr<Sequential> small_model(uint64_t seed, int64_t hidden = 8) {
   Generator gen(seed);
   return std::make_shared<Sequential>(std::vector<std::shared_ptr<UnaryModule>>{
