@@ -22,6 +22,15 @@ cmake --build "$build" -j 2 --target attograd kernels_bench >&2
   cmake --build "$build/peer-dnnl" >&2
 }
 
+# The peer as RESULTS.md measured it: Debian's torch on OpenBLAS (openmp). With only the reference
+# BLAS (libblas3, which python3-torch pulls in) torch's matmul runs at ~2 GFLOP/s instead of ~115.
+if ! update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -q "^Value: .*openblas"; then
+  echo "compare.sh: installing libopenblas0-openmp so the PyTorch peer is not on the reference BLAS" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libopenblas0-openmp >&2
+fi
+
 # Timings on a machine that is compiling are meaningless: wait (up to 10 minutes) for it to be idle.
 busy() { pgrep -x cc1plus >/dev/null || pgrep -x ninja >/dev/null; }
 for _ in $(seq 60); do busy && sleep 10 || break; done
