@@ -58,4 +58,18 @@ Command add_train_command(CLI::App& app) {
           }};
 }
 
+Command add_predict_command(CLI::App& app) {
+  CLI::App* predict = app.add_subcommand("predict", "Predict with a trained model");
+  predict->require_subcommand(1);
+  auto options = std::make_shared<sentiment::PredictOptions>();
+  CLI::App* sentiment = predict->add_subcommand("sentiment", "Probability that each text is positive");
+  sentiment->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train sentiment`")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sentiment->add_option("texts", options->texts, "Texts to classify (or --file)");
+  sentiment->add_option("--file", options->file, "One text per line")->check(CLI::ExistingFile);
+  sentiment->add_option("--explain", options->explain, "Write the first text's attention weights as an SVG heatmap");
+  return {sentiment, [options] { return sentiment::predict(*options); }};
+}
+
 }  // namespace ag::cli

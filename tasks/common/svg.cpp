@@ -66,7 +66,7 @@ std::vector<double> ticks(double low, double high, int approximate_count) {
 
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
                        const std::vector<Series>& series) {
-  const double width = 640, height = 400, left = 70, right = 20, top = 40, bottom = 50;
+  const double width = 640, height = 420, left = 70, right = 20, top = 60, bottom = 50;
   double y_min = INFINITY, y_max = -INFINITY;
   size_t count = 1;
   for (const Series& s : series) {
@@ -109,10 +109,11 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
       if (std::isfinite(series[k].values[i]))
         points += fmt::format("{:.1f},{:.1f} ", x_at(static_cast<double>(i + 1)), y_at(series[k].values[i]));
     svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colour, points);
-    svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/>\n",
-                       width - right - 150, width - right - 130, top + 16 + 18 * k, colour);
-    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", width - right - 124, top + 20 + 18 * k,
-                       escape(series[k].name));
+    // The legend sits in a row between the title and the plot, where no line can cross it.
+    const double legend_x = left + 160.0 * static_cast<double>(k);
+    svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"42\" y2=\"42\" stroke=\"{2}\" stroke-width=\"3\"/>\n",
+                       legend_x, legend_x + 20, colour);
+    svg += fmt::format("<text x=\"{}\" y=\"46\">{}</text>\n", legend_x + 26, escape(series[k].name));
   }
   return svg + "</svg>\n";
 }
@@ -120,7 +121,9 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
 std::string heatmap(const std::string& title, const std::vector<std::string>& row_labels,
                     const std::vector<std::string>& column_labels, const std::vector<double>& values) {
   const double cell = 44, left = 130, top = 130;
-  const double width = left + cell * column_labels.size() + 20, height = top + cell * row_labels.size() + 20;
+  const double grid_width = left + cell * column_labels.size() + 20;
+  const double width = std::max(grid_width, 40 + 7.5 * static_cast<double>(title.size()));  // room for the title
+  const double height = top + cell * row_labels.size() + 20;
   std::string svg = header(width, height);
   svg += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n", width / 2,
                      escape(title));

@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"
 #include "tasks/common/svg.h"
@@ -114,6 +116,63 @@ void print_test_sentences(SentimentTask& task) {
 }
 
 }  // namespace
+
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+  AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a text file", path);
+  std::ifstream in(path);
+  AG_CHECK(in.good(), "{}: cannot open the text file", path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+// The first text's attention weights over its real tokens, tokens on both axes.
+void write_explanation(const std::string& path, const std::string& text, const Vocabulary& vocab,
+                       const Tensor& weights) {
+  std::vector<std::string> labels;
+  for (const std::string& word : tokenize(text))
+    labels.push_back(vocab.index(word) == Vocabulary::kUnk ? word + " (unk)" : word);
+  if (labels.empty()) labels.push_back("<unk>");
+  const auto tokens = static_cast<int64_t>(labels.size());
+  std::vector<double> cells;
+  for (int64_t i = 0; i < tokens; ++i)
+    for (int64_t j = 0; j < tokens; ++j) cells.push_back(weights.at({0, i, j}));
+  write_file_atomically(
+      path, plot::heatmap("attention weights: \"" + text + "\" (row: query, column: key)", labels, labels, cells));
+}
+
+}  // namespace
+
+int predict(const PredictOptions& options) {
+  AG_CHECK(options.texts.empty() != options.file.empty(), "predict: give either texts or --file, not {}",
+           options.texts.empty() ? "neither" : "both");
+  const std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
+  AG_CHECK(!texts.empty(), "predict: {} holds no text", options.file);
+  const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
+  const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+  AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'",
+           options.checkpoint, config.value("task", "?"));
+  AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", options.checkpoint);
+  const Vocabulary vocab(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
+  SentimentClassifier model(vocab.size(), config.at("dim").get<int64_t>());
+  nn::load(options.checkpoint, model);
+  model.eval();
+  NoGradGuard no_grad;
+  auto [indices, padding] = vocab.encode(texts);
+  const Tensor probabilities = sigmoid(model.forward(indices, padding));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const double p = probabilities.at({static_cast<int64_t>(i)});
+    fmt::print("{:.3f}\t{}\t{}\n", p, p > 0.5 ? "positive" : "negative", texts[i]);
+  }
+  if (!options.explain.empty()) {
+    write_explanation(options.explain, texts[0], vocab, model.attention->last_attention_weights);
+    fmt::print("wrote {} (attention of the first text)\n", options.explain);
+  }
+  return 0;
+}
 
 int train(const SentimentOptions& options) {
   AG_CHECK(options.val_fraction >= 0 && options.val_fraction < 1, "--val-fraction must be in [0, 1), got {}",

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ag::sentiment {
 
@@ -20,7 +21,16 @@ struct SentimentOptions {
   bool quiet = false;
 };
 
+struct PredictOptions {
+  std::string checkpoint;          // a checkpoint written by `train sentiment`
+  std::vector<std::string> texts;  // from the command line
+  std::string file;                // or one text per line
+  std::string explain;             // an SVG path: the first text's attention weights as a heatmap
+};
+
 // Returns the process exit code; throws ag::Error on bad input.
 int train(const SentimentOptions& options);
+// Prints "probability<TAB>label<TAB>text" per text.
+int predict(const PredictOptions& options);
 
 }  // namespace ag::sentiment

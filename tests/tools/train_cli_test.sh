@@ -38,6 +38,14 @@ else
   failures=$((failures + 1))
 fi
 
+check "predict" 0 "positive	I love this" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" "I love this" "Worst ever" --explain "$work/explain.svg"
+grep -q "<svg" "$work/explain.svg" && echo "OK predict --explain wrote an SVG" || { echo "NOT OK no explain.svg"; failures=$((failures + 1)); }
+printf 'I love this\nWorst ever\n' >"$work/texts.txt"
+check "predict --file" 0 "Worst ever" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" --file "$work/texts.txt"
+check "predict with no text" 1 "either texts or --file" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors"
+check "predict from a non-checkpoint" 1 "metrics.csv" -- "$attograd" predict sentiment --checkpoint "$out/metrics.csv" "x"
+check "predict from a missing checkpoint" 2 "--checkpoint" -- "$attograd" predict sentiment --checkpoint "$work/none.safetensors" "x"
+
 bad="$work/bad"
 check "negative epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs -1 --out "$bad"
 check "zero epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs 0 --out "$bad"
