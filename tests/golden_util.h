@@ -6,7 +6,9 @@
 #include <map>
 #include <string>
 
+#include "engine/ops.h"
 #include "engine/safetensors.h"
+#include "nn/module.h"
 #include "tests/test_util.h"
 
 namespace ag {
@@ -33,6 +35,20 @@ class Golden {
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };
+
+// Loads the golden file's "param.*" tensors into `module` and returns its inputs by name: "x.*" as
+// fresh leaves needing gradients, "mask.*" as they are.
+inline std::map<std::string, Tensor> load_golden_into(nn::Module& module, const Golden& golden) {
+  NamedTensors state;
+  std::map<std::string, Tensor> inputs;
+  for (const auto& [key, t] : golden.tensors()) {
+    if (key.rfind("param.", 0) == 0) state.emplace_back(key.substr(6), t);
+    if (key.rfind("x.", 0) == 0) inputs[key.substr(2)] = clone(t).requires_grad_();
+    if (key.rfind("mask.", 0) == 0) inputs[key.substr(5)] = t;
+  }
+  module.load_state_dict(state);
+  return inputs;
+}
 
 // |actual - expected| <= atol + rtol·|expected| elementwise, shapes equal; prints OK / NOT OK.
 inline void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what, double atol = 1e-5,

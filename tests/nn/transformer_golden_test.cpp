@@ -19,14 +19,7 @@ using Inputs = std::map<std::string, Tensor>;
 // (leaves needing gradients) and masks, backpropagates Σ out ⊙ probe, compares everything.
 void check_against_golden(Module& module, const std::string& name, const std::function<Tensor(const Inputs&)>& run) {
   const Golden golden("transformer_" + name);
-  NamedTensors state;
-  Inputs inputs;
-  for (const auto& [key, t] : golden.tensors()) {
-    if (key.rfind("param.", 0) == 0) state.emplace_back(key.substr(6), t);
-    if (key.rfind("x.", 0) == 0) inputs[key.substr(2)] = clone(t).requires_grad_();
-    if (key.rfind("mask.", 0) == 0) inputs[key.substr(5)] = t;
-  }
-  module.load_state_dict(state);
+  const Inputs inputs = load_golden_into(module, golden);
   Tensor out = run(inputs);
   expect_close(out, golden["out"], name + " output");
   sum(mul(out, golden["probe"])).backward();
