@@ -23,4 +23,21 @@ void parallel_for(int64_t count, int64_t cost_per_item, Body&& body) {
   for (int64_t i = 0; i < count; ++i) body(i);
 }
 
+// Calls body(begin, end) on contiguous ranges that cover [0, count): one range per thread, or
+// [0, count) itself when the work is small. For loops that carry state from one index to the
+// next (an odometer over a multi-index) instead of recomputing it per index.
+template <typename Body>
+void parallel_for_ranges(int64_t count, int64_t cost_per_item, Body&& body) {
+  if (count * cost_per_item < kParallelGrain || count < 2) {
+    if (count > 0) body(int64_t{0}, count);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    const int64_t begin = count * thread / threads, end = count * (thread + 1) / threads;
+    if (begin < end) body(begin, end);
+  }
+}
+
 }  // namespace ag

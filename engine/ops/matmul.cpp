@@ -74,10 +74,12 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool 
   return p;
 }
 
-// out (batch, M, N) = A @ B, one output row per parallel item: no sums across threads, so the
-// result does not depend on the thread count.
+// out (batch, M, N) = scale · A @ B, each output row computed by one thread: no sums across
+// threads, so the result does not depend on the thread count. Rows of at least 16 outputs
+// accumulate row-wise (out[i, :] += A[i, k] · B[k, :], vectorised); shorter rows, the
+// attention heads' (T, head_dim) products, take one dot product per output.
 template <typename T>
-void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p) {
+void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p, T scale) {
   const int64_t M = p.m, K = p.k, N = p.n;
   const Shape batch_a(p.a_shape.begin(), p.a_shape.end() - 2);
   const Shape batch_b(p.b_shape.begin(), p.b_shape.end() - 2);
@@ -95,35 +97,30 @@ void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p) {
       matrices_b[m] += index * stride_b[d];
     }
   }
-  parallel_for(matrices * M, K * N, [&](int64_t row) {
-    const int64_t i = row % M;
-    const int64_t matrix_a = matrices_a[row / M], matrix_b = matrices_b[row / M];
-    const T* A = pa + matrix_a * M * K;  // (M, K), or (K, M) when ta
-    const T* B = pb + matrix_b * K * N;  // (K, N), or (N, K) when tb
-    T* out = po + row * N;               // (N)
-    if (!p.tb) {
-      // i-k-j: out[i, :] += A[i, k] · B[k, :], rows of B read contiguously.
-      std::fill(out, out + N, T(0));
-      for (int64_t k = 0; k < K; ++k) {
-        const T av = p.ta ? A[k * M + i] : A[i * K + k];
-        const T* brow = B + k * N;
-        for (int64_t j = 0; j < N; ++j) out[j] += av * brow[j];
+  // A(i, k) = A[i·a_i + k·a_k] and B(k, j) = B[k·b_k + j·b_j], whichever way each is stored.
+  const int64_t a_i = p.ta ? 1 : K, a_k = p.ta ? M : 1;
+  const int64_t b_k = p.tb ? 1 : N, b_j = p.tb ? K : 1;
+  parallel_for_ranges(matrices * M, K * N, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin, matrix = begin / M, i = begin % M; row < end; ++row) {
+      const T* A = pa + matrices_a[matrix] * M * K + i * a_i;  // row i of A
+      const T* B = pb + matrices_b[matrix] * K * N;
+      T* out = po + row * N;  // (N)
+      if (N >= 16 && !p.tb) {
+        std::fill(out, out + N, T(0));
+        for (int64_t k = 0; k < K; ++k) {
+          const T av = A[k * a_k];
+          const T* brow = B + k * N;
+          for (int64_t j = 0; j < N; ++j) out[j] += av * brow[j];
+        }
+        for (int64_t j = 0; j < N; ++j) out[j] *= scale;
+      } else {
+        for (int64_t j = 0; j < N; ++j) {
+          T acc = 0;
+          for (int64_t k = 0; k < K; ++k) acc += A[k * a_k] * B[k * b_k + j * b_j];
+          out[j] = acc * scale;
+        }
       }
-    } else {
-      // B stored (N, K): out[i, j] = A[i, :] · B_stored[j, :], both contiguous.
-      const T* arow = A + i * K;
-      std::vector<T> column;
-      if (p.ta) {  // A stored (K, M): gather its column i once
-        column.resize(K);
-        for (int64_t k = 0; k < K; ++k) column[k] = A[k * M + i];
-        arow = column.data();
-      }
-      for (int64_t j = 0; j < N; ++j) {
-        const T* brow = B + j * K;
-        T acc = 0;
-        for (int64_t k = 0; k < K; ++k) acc += arow[k] * brow[k];
-        out[j] = acc;
-      }
+      if (++i == M) i = 0, ++matrix;
     }
   });
 }
@@ -180,10 +177,7 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, const MatmulPlan& plan, doub
       matmul_onednn(a.data<float>(), b.data<float>(), out.data<float>(), plan, static_cast<float>(scale)))
     return out;
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
-    matmul_kernel<T>(a.data<T>(), b.data<T>(), out.data<T>(), plan);
-    if (scale == 1) return;
-    T* po = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) po[i] *= static_cast<T>(scale);
+    matmul_kernel<T>(a.data<T>(), b.data<T>(), out.data<T>(), plan, static_cast<T>(scale));
   });
   return out;
 }

@@ -2,7 +2,7 @@
 // version counter) with their input. transpose, permute, cat, stack, split, chunk, slice and
 // narrow copy.
 #include <algorithm>
-#include <cstring>
+#include <type_traits>
 
 #include "engine/autograd.h"
 #include "engine/kernels/parallel.h"
@@ -32,34 +32,39 @@ struct Window {
 Window whole(const Tensor& t) { return {0, contiguous_strides(t.shape())}; }
 
 // The one copy kernel of the copying shape ops: the `shape`-sized window `from` of src goes to
-// the window `to` of dst (same dtype, any dtype). Parallel over the rows of the last dim; a row
-// whose two windows are both contiguous is one memcpy.
+// the window `to` of dst (same dtype, any dtype). Parallel over ranges of the rows of the last
+// dim; within a range the row's multi-index advances like an odometer (no division per row).
 template <size_t Bytes>
 void copy_window_bytes(const Tensor& src, const Window& from, const Tensor& dst, const Window& to, const Shape& shape) {
+  using Element = std::conditional_t<Bytes == 1, uint8_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>;
   const int64_t ndim = static_cast<int64_t>(shape.size());
   const int64_t total = numel(shape);
   if (total == 0) return;
   const int64_t inner = ndim == 0 ? 1 : shape.back();
   const int64_t src_step = ndim == 0 ? 1 : from.strides.back();
   const int64_t dst_step = ndim == 0 ? 1 : to.strides.back();
-  const auto* ps = static_cast<const unsigned char*>(src.raw_data());
-  auto* pd = static_cast<unsigned char*>(dst.raw_data());
-  parallel_for(total / inner, inner, [&](int64_t row) {
-    int64_t s = from.offset;
-    int64_t d = to.offset;
-    int64_t rest = row;
-    for (int64_t k = ndim - 2; k >= 0; --k) {
-      const int64_t i = rest % shape[k];
+  const auto* ps = static_cast<const Element*>(src.raw_data());
+  auto* pd = static_cast<Element*>(dst.raw_data());
+  parallel_for_ranges(total / inner, inner, [&](int64_t begin, int64_t end) {
+    Shape index(std::max<int64_t>(ndim - 1, 0));  // the row's index over the outer dims
+    int64_t s = from.offset, d = to.offset;
+    for (int64_t k = ndim - 2, rest = begin; k >= 0; --k) {
+      index[k] = rest % shape[k];
       rest /= shape[k];
-      s += i * from.strides[k];
-      d += i * to.strides[k];
+      s += index[k] * from.strides[k];
+      d += index[k] * to.strides[k];
     }
-    if (src_step == 1 && dst_step == 1) {
-      std::memcpy(pd + d * Bytes, ps + s * Bytes, static_cast<size_t>(inner) * Bytes);
-      return;
+    for (int64_t row = begin; row < end; ++row) {
+      for (int64_t j = 0; j < inner; ++j) pd[d + j * dst_step] = ps[s + j * src_step];
+      for (int64_t k = ndim - 2; k >= 0; --k) {  // next row: carry through the outer dims
+        s += from.strides[k];
+        d += to.strides[k];
+        if (++index[k] < shape[k]) break;
+        s -= shape[k] * from.strides[k];
+        d -= shape[k] * to.strides[k];
+        index[k] = 0;
+      }
     }
-    for (int64_t j = 0; j < inner; ++j)
-      std::memcpy(pd + (d + j * dst_step) * Bytes, ps + (s + j * src_step) * Bytes, Bytes);
   });
 }
 

@@ -65,6 +65,22 @@ void BM_MatmulSmall(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulSmall)->ArgsProduct({{8, 16, 20, 24, 32, 48}, {0, 1}})->ArgNames({"n", "onednn"});
 
+// The attention block's own products: batch × (M×K @ K×N), oneDNN on and off.
+void BM_MatmulAttentionShapes(benchmark::State& state) {
+  onednn::set_enabled(state.range(4) != 0);
+  const int64_t batch = state.range(0), m = state.range(1), k = state.range(2), n = state.range(3);
+  run_matmul(state, {batch, m, k}, {batch, k, n});
+  onednn::set_enabled(true);
+}
+BENCHMARK(BM_MatmulAttentionShapes)
+    ->ArgsProduct({{1}, {64}, {6}, {6}, {0, 1}})
+    ->ArgsProduct({{1}, {6}, {64}, {6}, {0, 1}})
+    ->ArgsProduct({{48}, {4}, {2}, {4}, {0, 1}})
+    ->ArgsProduct({{48}, {4}, {4}, {2}, {0, 1}})
+    ->ArgsProduct({{2}, {6}, {8}, {6}, {0, 1}})
+    ->ArgsProduct({{1}, {6}, {16}, {16}, {0, 1}})
+    ->ArgNames({"batch", "m", "k", "n", "onednn"});
+
 // ---- softmax forward and backward.
 void BM_SoftmaxForward(benchmark::State& state) {
   onednn::set_enabled(state.range(2) != 0);
