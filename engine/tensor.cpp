@@ -1,5 +1,6 @@
 #include "engine/tensor.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -86,6 +87,21 @@ void Tensor::check_dtype(DType expected) const {
 }
 
 namespace {
+
+// Calls f.template operator()<T>() with T the element type of dtype.
+template <typename F>
+void visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+    case DType::b8:
+      return f.template operator()<bool>();
+  }
+}
 
 double read_element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
@@ -225,7 +241,7 @@ Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor& Tensor::fill_(double value) {
   check_writable("fill_");
-  for (int64_t i = 0; i < numel(); ++i) write_element(*this, i, value);
+  visit_dtype(dtype(), [&]<typename T>() { std::fill_n(data<T>(), numel(), static_cast<T>(value)); });
   ++impl_->storage->version;
   return *this;
 }
@@ -237,7 +253,14 @@ Tensor& Tensor::copy_(const Tensor& source) {
   if (source.dtype() == dtype()) {
     std::memmove(raw_data(), source.raw_data(), numel() * dtype_size(dtype()));
   } else {
-    for (int64_t i = 0; i < numel(); ++i) write_element(*this, i, read_element(source, i));
+    visit_dtype(dtype(), [&]<typename To>() {
+      visit_dtype(source.dtype(), [&]<typename From>() {
+        To* out = data<To>();
+        const From* in = source.data<From>();
+        const int64_t n = numel();
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);  // to b8: v != 0
+      });
+    });
   }
   ++impl_->storage->version;
   return *this;
@@ -252,7 +275,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     T* out = data<T>();
     const T* in = other.data<T>();
     const T a = static_cast<T>(alpha);
-    for (int64_t i = 0; i < numel(); ++i) out[i] += a * in[i];
+    for (int64_t i = 0, n = numel(); i < n; ++i) out[i] += a * in[i];
   });
   ++impl_->storage->version;
   return *this;
@@ -262,7 +285,7 @@ Tensor& Tensor::mul_(double factor) {
   check_writable("mul_");
   dispatch_floating(dtype(), "mul_", [&]<typename T>() {
     T* out = data<T>();
-    for (int64_t i = 0; i < numel(); ++i) out[i] *= static_cast<T>(factor);
+    for (int64_t i = 0, n = numel(); i < n; ++i) out[i] *= static_cast<T>(factor);
   });
   ++impl_->storage->version;
   return *this;
@@ -370,11 +393,7 @@ Tensor empty(Shape shape, DType dtype) {
 
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  if (value == 0) {
-    std::memset(t.raw_data(), 0, t.numel() * dtype_size(dtype));
-  } else {
-    for (int64_t i = 0; i < t.numel(); ++i) write_element(t, i, value);
-  }
+  visit_dtype(dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
   return t;
 }
 

@@ -154,7 +154,7 @@ void SGD::update(Tensor& param, const Tensor& grad, ParamState& state) {
     T* buffer = options.momentum == 0 ? nullptr : state.buffers[0].data<T>();
     const T decay = options.weight_decay, momentum = options.momentum, damped = 1 - options.dampening;
     const bool first = state.step == 1;
-    for (int64_t i = 0; i < param.numel(); ++i) {
+    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
       T d = options.weight_decay == 0 ? g[i] : g[i] + decay * p[i];  // d_p = grad.add(param, alpha=wd)
       if (buffer) {
         buffer[i] = first ? d : buffer[i] * momentum + damped * d;  // buf.mul_(momentum).add_(d_p, 1 - dampening)
@@ -194,7 +194,7 @@ void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, dou
     const T beta1 = options.beta1, beta2 = options.beta2, eps = options.eps, decay = l2;
     const T one_minus_beta1 = 1 - options.beta1, one_minus_beta2 = 1 - options.beta2;
     const T correction2 = bias_correction2_sqrt;
-    for (int64_t i = 0; i < param.numel(); ++i) {
+    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
       const T d = l2 == 0 ? g[i] : g[i] + decay * p[i];
       exp_avg[i] = exp_avg[i] * beta1 + one_minus_beta1 * d;
       exp_avg_sq[i] = exp_avg_sq[i] * beta2 + one_minus_beta2 * d * d;

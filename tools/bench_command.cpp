@@ -2,6 +2,8 @@
 // W_key, W_value without bias, heads, causal mask, softmax(scores / √head_dim), out_proj with
 // bias; loss = output.sum()) forward, and forward + backward, as ../shared/peer/attn_bench_torch.py
 // does for PyTorch: x requires grad, gradients are reset every iteration, medians over --iters.
+// `attograd bench transformer`: the peer's Transformer training step (d_model 256, 8 heads, 2+2
+// layers, feed-forward 1024, no dropout; B = 16, S = T = 64; causal target mask; MSE; Adam).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "engine/attograd.h"
+#include "nn/optim.h"
+#include "nn/transformer.h"
 #include "tools/commands.h"
 
 namespace ag::cli {
@@ -70,7 +74,7 @@ std::pair<double, double> time_ms(const std::function<void()>& f, int iters) {
   return {times[times.size() / 2], times.front()};
 }
 
-int run(const BenchArgs& args) {
+int run_attention(const BenchArgs& args) {
   std::string text = args.shape;
   std::replace(text.begin(), text.end(), ',', 'x');
   const Block b = make_block(parse_shape(text));
@@ -100,20 +104,51 @@ int run(const BenchArgs& args) {
   return 0;
 }
 
+int run_transformer(const BenchArgs& args) {
+  manual_seed(0);
+  nn::Transformer model({.d_model = 256,
+                         .nhead = 8,
+                         .num_encoder_layers = 2,
+                         .num_decoder_layers = 2,
+                         .dim_feedforward = 1024,
+                         .dropout = 0.0});
+  nn::Adam optimizer(model.parameters(), {.lr = 1e-4});
+  const Tensor src = randn({16, 64, 256}), tgt = randn({16, 64, 256}), target = randn({16, 64, 256});
+  nn::TransformerMasks masks;
+  masks.tgt_mask = causal_mask(64);
+  const auto [step, step_min] = time_ms(
+      [&] {
+        optimizer.zero_grad();
+        mse_loss(model.forward(src, tgt, masks), target).backward();
+        optimizer.step();
+      },
+      args.iters);
+  if (args.json) {
+    fmt::print(R"({{"name": "transformer_step", "threads": {}, "step_ms": {:.5f}}})"
+               "\n",
+               get_num_threads(), step);
+  } else {
+    fmt::print("transformer_step threads={} iters={}: train step median {:.3f} ms (min {:.3f})\n", get_num_threads(),
+               args.iters, step, step_min);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Time a whole workload (medians; see tools/bench/ for the kernels)");
-  cmd->add_option("workload", args->workload, "What to time: attention")
+  cmd->add_option("workload", args->workload, "What to time: attention (the block) or transformer (a training step)")
       ->required()
-      ->check(CLI::IsMember({"attention"}));
-  cmd->add_option("--shape", args->shape, "B,T,d,h: batch, tokens, model width, heads")->capture_default_str();
+      ->check(CLI::IsMember({"attention", "transformer"}));
+  cmd->add_option("--shape", args->shape, "attention: B,T,d,h: batch, tokens, model width, heads")
+      ->capture_default_str();
   cmd->add_option("--iters", args->iters, "Timed iterations (x10 for T <= 6)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "One JSON object: name, shape, threads, fwd_ms, fwdbwd_ms");
-  return {cmd, [args] { return run(*args); }};
+  return {cmd, [args] { return args->workload == "attention" ? run_attention(*args) : run_transformer(*args); }};
 }
 
 }  // namespace ag::cli

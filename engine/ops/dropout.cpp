@@ -16,7 +16,7 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
     T* pm = mask.data<T>();
     // Serial: one draw per element in row-major order, so a seed gives the same mask on every
     // machine and thread count.
-    for (int64_t i = 0; i < mask.numel(); ++i) pm[i] = gen.uniform() >= p ? scale : T(0);
+    for (int64_t i = 0, n = mask.numel(); i < n; ++i) pm[i] = gen.uniform() >= p ? scale : T(0);
   });
   return mask;
 }

@@ -2,6 +2,7 @@
 // broadcast_to / sum_to, which are each other's backward.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/kernels/broadcast.h"
@@ -80,11 +81,52 @@ void for_each_reduced(const Shape& in_shape, const ReducePlan& plan, Visit&& vis
   });
 }
 
+// The reduced dims as one block: x viewed as (outer, reduced, inner) with only the middle
+// summed, when the reduced dims are contiguous in the shape (a bias gradient's leading dims, a
+// row sum's trailing ones); nullopt otherwise. Size-1 dims do not break the block.
+struct ReducedBlock {
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+
+std::optional<ReducedBlock> reduced_block(const Shape& in_shape, const ReducePlan& plan) {
+  ReducedBlock block;
+  int part = 0;  // 0: before the reduced dims, 1: in them, 2: after
+  for (size_t d = 0; d < in_shape.size(); ++d) {
+    if (in_shape[d] == 1) continue;
+    if (plan.reduced[d] && part == 2) return std::nullopt;
+    if (plan.reduced[d]) part = 1;
+    if (!plan.reduced[d] && part == 1) part = 2;
+    (part == 0 ? block.outer : part == 1 ? block.reduced : block.inner) *= in_shape[d];
+  }
+  return block;
+}
+
+// out[o] = scale · Σ x over output element o's reduced positions, summed in double in row-major
+// order whichever path runs, so every path gives the same bits.
 Tensor sum_kernel(const Tensor& x, const ReducePlan& plan, double scale) {
   Tensor out = empty(plan.out_shape, x.dtype());
+  const std::optional<ReducedBlock> block = reduced_block(x.shape(), plan);
   dispatch_floating(x.dtype(), "sum", [&]<typename T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
+    if (block) {
+      const auto [outer, reduced, inner] = *block;
+      // Parallel over output elements; each sums its (reduced) inputs at stride inner.
+      parallel_for_ranges(outer * inner, reduced, [&](int64_t begin, int64_t end) {
+        std::vector<double> acc(end - begin, 0.0);
+        for (int64_t o = begin; o < end;) {
+          const int64_t i = o / inner, j0 = o % inner, j1 = std::min(inner, j0 + (end - o));
+          double* a = acc.data() + (o - begin);
+          for (int64_t r = 0; r < reduced; ++r) {
+            const T* row = px + (i * reduced + r) * inner;
+            for (int64_t j = j0; j < j1; ++j) a[j - j0] += row[j];
+          }
+          o += j1 - j0;
+        }
+        for (int64_t o = begin; o < end; ++o) po[o] = static_cast<T>(acc[o - begin] * scale);
+      });
+      return;
+    }
     std::vector<double> acc(out.numel(), 0.0);
     for_each_reduced(
         x.shape(), plan, [&](int64_t o, int64_t i) { acc[o] += px[i]; }, out.numel());

@@ -45,6 +45,7 @@ for t in 1 2; do
   for s in "${shapes[@]}"; do
     "$build/tools/attograd" bench attention --shape "$s" --threads "$t" --iters "$iters" --json >>"$out/ours_t$t.json"
   done
+  "$build/tools/attograd" bench transformer --threads "$t" --iters "$iters" --json >"$out/ours_transformer_t$t.json"
   /usr/bin/python3 "$peer/attn_bench_torch.py" --threads "$t" --iters "$iters" >"$out/torch_attn_t$t.txt"
   /usr/bin/python3 "$peer/matmul_torch.py" --threads "$t" --reps "$iters" >"$out/torch_mm_t$t.txt"
   OMP_NUM_THREADS=$t "$build/peer-dnnl/dnnl_bench" >"$out/dnnl_t$t.txt"
@@ -83,6 +84,10 @@ for t in (1, 2):
             peer = torch[f"mha_{phase.replace('+', '')}_{shape}_t{t}"]
             print(f"| MHA {phase} ({o['shape'][0]},{o['shape'][1]},{o['shape'][2]},{o['shape'][3]}) | {t} | "
                   f"{o[key]:.4f} ms | torch {peer:.4f} ms | {peer / o[key]:.2f}x |")
+    step = json.loads((out / f"ours_transformer_t{t}.json").read_text())["step_ms"]
+    peer = torch[f"transformer_step_t{t}"]
+    print(f"| Transformer train step (256,8,2+2,ff1024; B=16, S=T=64) | {t} | {step:.1f} ms | torch {peer:.1f} ms | "
+          f"{peer / step:.2f}x |")
     for n in (256, 512, 1024, 2048):
         ours_gf = k[f"BM_Matmul/{n}/real_time"]["GFLOP/s"]
         for peer_name, peer_gf in (("torch", torch[f"torch_matmul_{n}^3_t{t}"]), ("oneDNN", dnnl[f"dnnl_matmul_{n}^3_t{t}"])):
