@@ -74,4 +74,19 @@ decltype(auto) dispatch_floating(DType dtype, std::string_view op, F&& f) {
   }
 }
 
+// Calls f.template operator()<T>() with T the C++ type of any dtype.
+template <typename F>
+void dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+    case DType::b8:
+      return f.template operator()<bool>();
+  }
+}
+
 }  // namespace ag

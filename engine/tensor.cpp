@@ -88,21 +88,6 @@ void Tensor::check_dtype(DType expected) const {
 
 namespace {
 
-// Calls f.template operator()<T>() with T the element type of dtype.
-template <typename F>
-void visit_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f.template operator()<float>();
-    case DType::f64:
-      return f.template operator()<double>();
-    case DType::i64:
-      return f.template operator()<int64_t>();
-    case DType::b8:
-      return f.template operator()<bool>();
-  }
-}
-
 double read_element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::f32:
@@ -241,7 +226,7 @@ Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor& Tensor::fill_(double value) {
   check_writable("fill_");
-  visit_dtype(dtype(), [&]<typename T>() { std::fill_n(data<T>(), numel(), static_cast<T>(value)); });
+  dispatch_any(dtype(), [&]<typename T>() { std::fill_n(data<T>(), numel(), static_cast<T>(value)); });
   ++impl_->storage->version;
   return *this;
 }
@@ -253,8 +238,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
   if (source.dtype() == dtype()) {
     std::memmove(raw_data(), source.raw_data(), numel() * dtype_size(dtype()));
   } else {
-    visit_dtype(dtype(), [&]<typename To>() {
-      visit_dtype(source.dtype(), [&]<typename From>() {
+    dispatch_any(dtype(), [&]<typename To>() {
+      dispatch_any(source.dtype(), [&]<typename From>() {
         To* out = data<To>();
         const From* in = source.data<From>();
         const int64_t n = numel();
@@ -393,7 +378,7 @@ Tensor empty(Shape shape, DType dtype) {
 
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  visit_dtype(dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
+  dispatch_any(dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
   return t;
 }
 

@@ -23,21 +23,6 @@ void check_floating(std::string_view op, std::string_view what, const Tensor& x)
            dtype_name(x.dtype()), shape_str(x.shape()));
 }
 
-// Calls f.template operator()<T>() with T the C++ type of any dtype (triu/tril also shape masks).
-template <typename F>
-void dispatch_any(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f.template operator()<float>();
-    case DType::f64:
-      return f.template operator()<double>();
-    case DType::i64:
-      return f.template operator()<int64_t>();
-    case DType::b8:
-      return f.template operator()<bool>();
-  }
-}
-
 // Keeps x[..., i, j] where keep(j - i) holds, zero elsewhere. Parallel over rows of the last dim.
 template <typename Keep>
 Tensor triangle_kernel(std::string_view op, const Tensor& x, Keep keep) {
