@@ -62,21 +62,48 @@ Tensor compare_kernel(std::string_view op, const Tensor& x, F predicate) {
   return out;
 }
 
-// d gelu(x)/dx, evaluated elementwise (not itself differentiable).
-Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
+// d²gelu(x)/dx², evaluated elementwise (not itself differentiable: gelu has no third order).
+Tensor gelu_second_derivative(const Tensor& x, GeluApproximation approximation) {
   if (approximation == GeluApproximation::tanh) {
     return unary_kernel("gelu", x, []<typename T>(T v) {
+      // gelu' = 0.5(1 + t) + 0.5 v (1 - t²) u',  t = tanh(u),  u = k (v + a v³)
+      const T k = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
+      const T a = T(0.044715);
+      const T t = std::tanh(k * (v + a * v * v * v));
+      const T du = k * (T(1) + T(3) * a * v * v);
+      const T ddu = T(6) * a * k * v;
+      return (T(1) - t * t) * (du + T(0.5) * v * (ddu - T(2) * t * du * du));
+    });
+  }
+  return unary_kernel("gelu", x, []<typename T>(T v) {
+    // gelu' = Φ(v) + v φ(v)  →  gelu'' = 2 φ(v) - v² φ(v)
+    const T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+    return pdf * (T(2) - v * v);
+  });
+}
+
+// d gelu(x)/dx: an op with its own backward, so that gelu's backward can be differentiated again.
+Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
+  Tensor out;
+  if (approximation == GeluApproximation::tanh) {
+    out = unary_kernel("gelu", x, []<typename T>(T v) {
       const T k = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
       const T inner = k * (v + T(0.044715) * v * v * v);
       const T t = std::tanh(inner);
       return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * v * v);
     });
+  } else {
+    out = unary_kernel("gelu", x, []<typename T>(T v) {
+      const T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
+      const T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+      return cdf + v * pdf;
+    });
   }
-  return unary_kernel("gelu", x, []<typename T>(T v) {
-    const T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
-    const T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-    return cdf + v * pdf;
+  record(out, "GeluDerivativeBackward", {x}, {x}, [approximation](const BackwardContext& c) {
+    // out = gelu'(x)  →  dx = g * gelu''(x)
+    return std::vector<Tensor>{mul(c.grad, gelu_second_derivative(c.saved[0], approximation))};
   });
+  return out;
 }
 
 }  // namespace
