@@ -197,6 +197,21 @@ std::vector<Tensor> call_backward(Node& node, const Tensor& grad, bool create_gr
   return grads;
 }
 
+// The gradient a walk starts from at `output`: `given`, or ones for a one-element output.
+Tensor starting_gradient(const Tensor& output, const Tensor& given, const std::string& what) {
+  if (!given.defined()) {
+    AG_CHECK(output.numel() == 1,
+             "{}: grad can be implicitly created only for a one-element output, but it has shape {}; pass a "
+             "gradient of that shape",
+             what, shape_str(output.shape()));
+    return ones_like(output);
+  }
+  AG_CHECK(given.shape() == output.shape() && given.dtype() == output.dtype(),
+           "{}: the gradient has shape {} {}, but the output has shape {} {}", what, shape_str(given.shape()),
+           dtype_name(given.dtype()), shape_str(output.shape()), dtype_name(output.dtype()));
+  return given;
+}
+
 // What a grad() call asks of the walk: the gradient arriving at each target node (instead of
 // accumulating into leaves); nodes that lead to no target are not run.
 struct Capture {
@@ -278,18 +293,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
            "backward: tensor of shape {} does not require grad and has no grad_fn. Did you forget to set "
            "requires_grad on an input, or compute it under NoGradGuard?",
            shape_str(root.shape()));
-  Tensor root_grad = gradient;
-  if (!root_grad.defined()) {
-    AG_CHECK(root.numel() == 1,
-             "backward: grad can be implicitly created only for a one-element output, but the output has shape {}; "
-             "pass a gradient of that shape",
-             shape_str(root.shape()));
-    root_grad = ones_like(root);
-  }
-  AG_CHECK(root_grad.shape() == root.shape() && root_grad.dtype() == root.dtype(),
-           "backward: gradient has shape {} {}, but the output has shape {} {}", shape_str(root_grad.shape()),
-           dtype_name(root_grad.dtype()), shape_str(root.shape()), dtype_name(root.dtype()));
-  execute(root_node, root_grad, retain_graph, create_graph, nullptr);
+  execute(root_node, starting_gradient(root, gradient, "backward: the output"), retain_graph, create_graph, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -310,20 +314,10 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
              "grad: output {} (shape {}) does not require grad and has no grad_fn. Did you forget to set "
              "requires_grad on an input, or compute it under NoGradGuard?",
              i, shape_str(output.shape()));
-    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
-    if (!g.defined()) {
-      AG_CHECK(output.numel() == 1,
-               "grad: grad can be implicitly created only for one-element outputs, but output {} has shape {}; pass "
-               "grad_outputs",
-               i, shape_str(output.shape()));
-      g = ones_like(output);
-    }
-    AG_CHECK(g.shape() == output.shape() && g.dtype() == output.dtype(),
-             "grad: grad_outputs[{}] has shape {} {}, but output {} has shape {} {}", i, shape_str(g.shape()),
-             dtype_name(g.dtype()), i, shape_str(output.shape()), dtype_name(output.dtype()));
     root->next.push_back(std::move(edge));
     root->inputs.push_back({output.shape(), output.dtype()});
-    root_grads.push_back(std::move(g));
+    root_grads.push_back(starting_gradient(output, grad_outputs.empty() ? Tensor() : grad_outputs[i],
+                                           fmt::format("grad: output {} (grad_outputs[{}])", i, i)));
   }
   root->backward = [root_grads](const BackwardContext&) { return root_grads; };
 

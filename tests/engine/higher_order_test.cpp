@@ -48,7 +48,7 @@ TEST(Grad, Errors) {
   Tensor x = f64_leaf({1.0, 2.0}, {2});
   Tensor unused = f64_leaf({1.0}, {1});
   Tensor constant = tensor({1.0, 2.0}, {2}, DType::f64);
-  expect_error([&] { grad({mul(x, 2.0)}, {x}); }, {"grad", "one-element", "(2)", "grad_outputs"});
+  expect_error([&] { grad({mul(x, 2.0)}, {x}); }, {"grad: output 0", "one-element", "(2)", "grad_outputs[0]"});
   expect_error([&] { grad({sum(x)}, {unused}); }, {"grad: input 0", "not used", "allow_unused"});
   expect_error([&] { grad({sum(x)}, {constant}); }, {"grad: input 0", "does not require grad"});
   expect_error([&] { grad({sum(constant)}, {x}); }, {"grad: output 0", "does not require grad"});
