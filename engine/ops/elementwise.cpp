@@ -62,24 +62,22 @@ Tensor compare_kernel(std::string_view op, const Tensor& x, F predicate) {
   return out;
 }
 
-// d²gelu(x)/dx², evaluated elementwise (not itself differentiable: gelu has no third order).
+// d²gelu(x)/dx², written with engine ops: differentiable again, to any order.
 Tensor gelu_second_derivative(const Tensor& x, GeluApproximation approximation) {
+  const Tensor x2 = mul(x, x);
   if (approximation == GeluApproximation::tanh) {
-    return unary_kernel("gelu", x, []<typename T>(T v) {
-      // gelu' = 0.5(1 + t) + 0.5 v (1 - t²) u',  t = tanh(u),  u = k (v + a v³)
-      const T k = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
-      const T a = T(0.044715);
-      const T t = std::tanh(k * (v + a * v * v * v));
-      const T du = k * (T(1) + T(3) * a * v * v);
-      const T ddu = T(6) * a * k * v;
-      return (T(1) - t * t) * (du + T(0.5) * v * (ddu - T(2) * t * du * du));
-    });
+    // gelu' = 0.5(1 + t) + 0.5 x (1 - t²) u',  t = tanh(u),  u = k (x + a x³)
+    const double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
+    const double a = 0.044715;
+    const Tensor t = tanh(mul(add(x, mul(mul(x2, x), a)), k));
+    const Tensor du = mul(add(mul(x2, 3 * a), 1.0), k);  // u'
+    const Tensor ddu = mul(x, 6 * a * k);                // u''
+    // gelu'' = (1 - t²) (u' + 0.5 x (u'' - 2 t u'²))
+    return mul(1.0 - mul(t, t), add(du, mul(mul(x, 0.5), sub(ddu, mul(mul(t, 2.0), mul(du, du))))));
   }
-  return unary_kernel("gelu", x, []<typename T>(T v) {
-    // gelu' = Φ(v) + v φ(v)  →  gelu'' = 2 φ(v) - v² φ(v)
-    const T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-    return pdf * (T(2) - v * v);
-  });
+  // gelu' = Φ(x) + x φ(x)  →  gelu'' = φ(x) (2 - x²)
+  const Tensor pdf = mul(exp(mul(x2, -0.5)), std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  return mul(pdf, 2.0 - x2);
 }
 
 // d gelu(x)/dx: an op with its own backward, so that gelu's backward can be differentiated again.

@@ -98,6 +98,26 @@ TEST(Grad, BackwardWithCreateGraphGivesADifferentiableDotGrad) {
   }
 }
 
+TEST(Grad, ThirdDerivativeOfGelu) {
+  // gelu'''(x) = φ(x) (x³ − 4x); the tanh form against a central difference of its gelu''.
+  Tensor x = f64_leaf({0.3, -1.2, 2.1}, {3});
+  auto second = [](const Tensor& at, GeluApproximation approximation) {
+    const Tensor d1 = grad({sum(gelu(at, approximation))}, {at}, {}, true)[0];
+    return grad({sum(d1)}, {at}, {}, true)[0];
+  };
+  const std::vector<double> d3 = grad({sum(second(x, GeluApproximation::none))}, {x})[0].to_vector();
+  for (int i = 0; i < 3; ++i) {
+    const double v = x.to_vector()[i];
+    const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    EXPECT_NEAR(d3[i], pdf * (v * v * v - 4 * v), 1e-12);
+  }
+  const double eps = 1e-5;
+  const std::vector<double> d3_tanh = grad({sum(second(x, GeluApproximation::tanh))}, {x})[0].to_vector();
+  const std::vector<double> plus = second(add(x.detach(), eps).requires_grad_(), GeluApproximation::tanh).to_vector();
+  const std::vector<double> minus = second(add(x.detach(), -eps).requires_grad_(), GeluApproximation::tanh).to_vector();
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(d3_tanh[i], (plus[i] - minus[i]) / (2 * eps), 1e-8);
+}
+
 // gradgradcheck fails a backward that is right to first order but built from a constant
 // (a detached input), so its own derivative is missing.
 TEST(Gradgradcheck, CatchesABackwardThatIsNotDifferentiable) {
