@@ -1,5 +1,7 @@
 #include "engine/autograd.h"
 
+#include <unordered_set>
+
 #include "engine/ops.h"
 
 namespace ag {
@@ -195,27 +197,53 @@ std::vector<Tensor> call_backward(Node& node, const Tensor& grad, bool create_gr
   return grads;
 }
 
-}  // namespace
-
-void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph) {
-  AG_CHECK(root.defined(), "backward: called on an undefined tensor");
-  std::shared_ptr<Node> root_node = gradient_edge(root);
-  AG_CHECK(root_node != nullptr,
-           "backward: tensor of shape {} does not require grad and has no grad_fn. Did you forget to set "
-           "requires_grad on an input, or compute it under NoGradGuard?",
-           shape_str(root.shape()));
-  Tensor root_grad = gradient;
-  if (!root_grad.defined()) {
-    AG_CHECK(root.numel() == 1,
-             "backward: grad can be implicitly created only for a one-element output, but the output has shape {}; "
-             "pass a gradient of that shape",
-             shape_str(root.shape()));
-    root_grad = ones_like(root);
+// The gradient a walk starts from at `output`: `given`, or ones for a one-element output.
+Tensor starting_gradient(const Tensor& output, const Tensor& given, const std::string& what) {
+  if (!given.defined()) {
+    AG_CHECK(output.numel() == 1,
+             "{}: grad can be implicitly created only for a one-element output, but it has shape {}; pass a "
+             "gradient of that shape",
+             what, shape_str(output.shape()));
+    return ones_like(output);
   }
-  AG_CHECK(root_grad.shape() == root.shape() && root_grad.dtype() == root.dtype(),
-           "backward: gradient has shape {} {}, but the output has shape {} {}", shape_str(root_grad.shape()),
-           dtype_name(root_grad.dtype()), shape_str(root.shape()), dtype_name(root.dtype()));
+  AG_CHECK(given.shape() == output.shape() && given.dtype() == output.dtype(),
+           "{}: the gradient has shape {} {}, but the output has shape {} {}", what, shape_str(given.shape()),
+           dtype_name(given.dtype()), shape_str(output.shape()), dtype_name(output.dtype()));
+  return given;
+}
 
+// What a grad() call asks of the walk: the gradient arriving at each target node (instead of
+// accumulating into leaves); nodes that lead to no target are not run.
+struct Capture {
+  std::vector<std::shared_ptr<Node>> targets;  // per input: its gradient_edge
+  std::vector<Tensor> grads;                   // per input, filled by the walk
+  std::unordered_set<const Node*> needed;      // the targets and every node with a path to one
+};
+
+// The nodes reachable from root that have a path to a target (post-order, explicit stack).
+std::unordered_set<const Node*> nodes_leading_to(const Node* root, const std::vector<std::shared_ptr<Node>>& targets) {
+  std::unordered_set<const Node*> needed;
+  for (const auto& target : targets) needed.insert(target.get());
+  std::unordered_set<const Node*> visited{root};
+  std::vector<std::pair<const Node*, size_t>> stack{{root, 0}};  // a node and its next edge to visit
+  while (!stack.empty()) {
+    auto& [node, edge] = stack.back();
+    if (edge < node->next.size()) {
+      const Node* child = node->next[edge++].get();
+      if (child != nullptr && visited.insert(child).second) stack.emplace_back(child, 0);
+      continue;
+    }
+    const Node* done = node;
+    stack.pop_back();
+    for (const auto& next : done->next)
+      if (next && needed.count(next.get())) needed.insert(done);
+  }
+  return needed;
+}
+
+// Runs the nodes reachable from root in topological order, root's gradient being root_grad.
+void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bool retain_graph, bool create_graph,
+             Capture* capture) {
   const Walk walk(root_node.get());
   root_node->buffer = root_grad;
   std::vector<std::shared_ptr<Node>> ready{root_node};
@@ -226,10 +254,14 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
     Tensor grad = std::move(node->buffer);
 
     std::vector<Tensor> grads;
-    if (grad.defined()) {
+    if (grad.defined() && (capture == nullptr || capture->needed.count(node.get()))) {
       grad = apply_hooks(node->pre_hooks, std::move(grad), node->name);
+      if (capture != nullptr) {
+        for (size_t i = 0; i < capture->targets.size(); ++i)
+          if (capture->targets[i] == node) capture->grads[i] = grad;
+      }
       if (!node->backward) {
-        accumulate_into_leaf(*node, std::move(grad), create_graph);
+        if (capture == nullptr) accumulate_into_leaf(*node, std::move(grad), create_graph);
         continue;
       }
       grads = call_backward(*node, grad, create_graph);
@@ -250,6 +282,61 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
       if (--next->pending == 0) ready.push_back(node->next[i]);
     }
   }
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph) {
+  AG_CHECK(root.defined(), "backward: called on an undefined tensor");
+  std::shared_ptr<Node> root_node = gradient_edge(root);
+  AG_CHECK(root_node != nullptr,
+           "backward: tensor of shape {} does not require grad and has no grad_fn. Did you forget to set "
+           "requires_grad on an input, or compute it under NoGradGuard?",
+           shape_str(root.shape()));
+  execute(root_node, starting_gradient(root, gradient, "backward: the output"), retain_graph, create_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool create_graph, bool allow_unused) {
+  AG_CHECK(!outputs.empty(), "grad: expected at least one output");
+  AG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+           "grad: got {} grad_outputs for {} outputs; pass one per output (or none for one-element outputs)",
+           grad_outputs.size(), outputs.size());
+  // A root node whose edges are the outputs' and whose gradients are grad_outputs.
+  auto root = std::make_shared<Node>();
+  root->name = "GraphRoot";
+  std::vector<Tensor> root_grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& output = outputs[i];
+    AG_CHECK(output.defined(), "grad: output {} is undefined", i);
+    std::shared_ptr<Node> edge = gradient_edge(output);
+    AG_CHECK(edge != nullptr,
+             "grad: output {} (shape {}) does not require grad and has no grad_fn. Did you forget to set "
+             "requires_grad on an input, or compute it under NoGradGuard?",
+             i, shape_str(output.shape()));
+    root->next.push_back(std::move(edge));
+    root->inputs.push_back({output.shape(), output.dtype()});
+    root_grads.push_back(starting_gradient(output, grad_outputs.empty() ? Tensor() : grad_outputs[i],
+                                           fmt::format("grad: output {} (grad_outputs[{}])", i, i)));
+  }
+  root->backward = [root_grads](const BackwardContext&) { return root_grads; };
+
+  Capture capture;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    AG_CHECK(inputs[i].defined() && inputs[i].requires_grad(),
+             "grad: input {} does not require grad; only tensors that require grad can be differentiated against", i);
+    capture.targets.push_back(gradient_edge(inputs[i]));
+  }
+  capture.grads.resize(inputs.size());
+  capture.needed = nodes_leading_to(root.get(), capture.targets);
+  execute(root, root_grads[0], /*retain_graph=*/create_graph, create_graph, &capture);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    AG_CHECK(allow_unused || capture.grads[i].defined(),
+             "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true to get an "
+             "undefined gradient for it",
+             i, shape_str(inputs[i].shape()));
+  }
+  return std::move(capture.grads);
 }
 
 }  // namespace ag

@@ -118,4 +118,15 @@ std::shared_ptr<Node> gradient_edge(const Tensor& tensor);
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph);
 
+// The gradients of `outputs` w.r.t. `inputs` (torch.autograd.grad): Σ_i grad_outputs[i] · ∂outputs[i]/∂input,
+// one per input, without touching any .grad(). grad_outputs may be empty (or hold undefined
+// tensors) for one-element outputs: ones. With create_graph the gradients carry a graph of
+// their own (differentiate them again for higher orders) and the graph of `outputs` is kept;
+// otherwise it is freed. An input the outputs do not depend on is an error, unless
+// allow_unused: then its gradient is undefined. Only the nodes leading to an input run, and
+// hooks on the inputs themselves do not.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool create_graph = false,
+                         bool allow_unused = false);
+
 }  // namespace ag

@@ -120,12 +120,42 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   return result;
 }
 
-GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options) {
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+  Tensor output;
+  {
+    NoGradGuard no_grad;
+    output = fn(inputs);
+  }
+  Generator gen(options.seed + 2);
+  std::vector<Tensor> with_u = inputs;
+  with_u.push_back(randn(output.shape(), DType::f64, gen).requires_grad_());
+  auto first_order = [&fn, n = inputs.size()](const std::vector<Tensor>& in) {
+    // The graph of the gradient is only needed when gradcheck differentiates it, not when it
+    // evaluates it at nudged inputs (under NoGradGuard).
+    const bool create_graph = grad_enabled();
+    const GradModeGuard grad_mode(true);
+    const std::vector<Tensor> x(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
+    std::vector<Tensor> differentiable;
+    for (const Tensor& t : x)
+      if (t.defined() && t.requires_grad()) differentiable.push_back(t);
+    const std::vector<Tensor> grads =
+        grad({fn(x)}, differentiable, {in[n]}, create_graph, /*allow_unused=*/true);  // uᵀ ∂fn/∂x
+    std::vector<Tensor> flat;
+    for (size_t i = 0; i < grads.size(); ++i)
+      flat.push_back(grads[i].defined() ? flatten(grads[i]) : zeros({differentiable[i].numel()}, DType::f64));
+    return cat(flat, 0);
+  };
+  return gradcheck(first_order, with_u, options);
+}
+
+GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options,
+                             bool second_order) {
   Generator gen(options.seed + 1);
   std::vector<Tensor> inputs = op.make_inputs(shapes, gen, DType::f64);
   GradcheckOptions with_tolerance = options;
   with_tolerance.tolerance = op.tolerance;
-  return gradcheck(op.fn, inputs, with_tolerance);
+  return second_order ? gradgradcheck(op.fn, inputs, with_tolerance) : gradcheck(op.fn, inputs, with_tolerance);
 }
 
 std::string GradcheckResult::report() const {

@@ -43,7 +43,16 @@ struct GradcheckResult {
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
-// Draws inputs for one shape set of a registered op and checks it.
-GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options = {});
+// Second order (torch.autograd.gradgradcheck): gradcheck of the first-order gradient
+// G(inputs, u) = (uᵀ ∂fn/∂x for each input x that requires grad), flattened into one tensor,
+// with u a fixed random grad_output that is itself checked as an input. So the backward of the
+// backward is compared with finite differences of the backward.
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+// Draws inputs for one shape set of a registered op and checks it: first order, or with
+// second_order its gradgradcheck.
+GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options = {},
+                             bool second_order = false);
 
 }  // namespace ag

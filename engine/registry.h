@@ -37,6 +37,7 @@ struct OpEntry {
   InputMaker make_inputs;                      // differentiable inputs come back with requires_grad
   std::vector<std::vector<Shape>> shape_sets;  // one Shape per input
   Tolerance tolerance = {};
+  std::string no_double_backward = {};  // why gradgradcheck cannot pass for this op; empty: it must pass
 };
 
 // One floating tensor per shape, drawn from the domain, each requiring grad.

@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
 
   const std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app), ag::cli::add_train_command(app),
-                                                  ag::cli::add_predict_command(app), ag::cli::add_bench_command(app)};
+                                                  ag::cli::add_predict_command(app), ag::cli::add_bench_command(app),
+                                                  ag::cli::add_walkthrough_command(app)};
 
   try {
     app.parse(argc, argv);

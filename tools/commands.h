@@ -15,5 +15,6 @@ Command add_gradcheck_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_predict_command(CLI::App& app);
+Command add_walkthrough_command(CLI::App& app);
 
 }  // namespace ag::cli

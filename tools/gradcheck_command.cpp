@@ -18,6 +18,7 @@ struct GradcheckArgs {
   std::string op;
   std::string shapes;
   bool verbose = false;
+  bool second_order = false;
 };
 
 // "4x5,5" → {{4,5},{5}}.
@@ -40,8 +41,8 @@ std::string shapes_text(const std::vector<Shape>& shapes) {
 }
 
 // Checks one op at one shape set, prints its row (and its worst elements on failure).
-bool check_row(const OpEntry& op, const std::vector<Shape>& shapes, bool verbose) {
-  const GradcheckResult result = gradcheck_op(op, shapes);
+bool check_row(const OpEntry& op, const std::vector<Shape>& shapes, bool verbose, bool second_order) {
+  const GradcheckResult result = gradcheck_op(op, shapes, {}, second_order);
   fmt::print("{:<22} {:<28} {:>12.3e} {:>12.3e}  {}\n", op.name, shapes_text(shapes), result.max_abs_error,
              result.max_rel_error, result.ok ? "ok" : "FAIL");
   if (!result.ok || verbose) fmt::print("{}", result.report());
@@ -51,13 +52,21 @@ bool check_row(const OpEntry& op, const std::vector<Shape>& shapes, bool verbose
 int run(const GradcheckArgs& args) {
   const Registry& registry = Registry::global();
   if (args.list) {
-    for (const OpEntry& op : registry.ops()) fmt::print("{}\n", op.name);
+    for (const OpEntry& op : registry.ops()) {
+      if (op.no_double_backward.empty()) {
+        fmt::print("{}\n", op.name);
+      } else {
+        fmt::print("{:<36} no double backward: {}\n", op.name, op.no_double_backward);
+      }
+    }
     return 0;
   }
   std::vector<std::pair<const OpEntry*, std::vector<Shape>>> rows;  // all checked before printing starts
   if (args.all) {
-    for (const OpEntry& op : registry.ops())
+    for (const OpEntry& op : registry.ops()) {
+      if (args.second_order && !op.no_double_backward.empty()) continue;  // listed by --list, with the reason
       for (const auto& shapes : op.shape_sets) rows.emplace_back(&op, shapes);
+    }
   } else {
     const OpEntry& op = registry.find(args.op);
     if (!args.shapes.empty()) {
@@ -69,7 +78,7 @@ int run(const GradcheckArgs& args) {
   fmt::print("{:<22} {:<28} {:>12} {:>12}  {}\n", "op", "shapes", "max abs err", "max rel err", "ok");
   int failed = 0;
   for (const auto& [op, shapes] : rows)
-    if (!check_row(*op, shapes, args.verbose)) ++failed;
+    if (!check_row(*op, shapes, args.verbose, args.second_order)) ++failed;
   fmt::print("{} rows, {} passed, {} failed\n", rows.size(), rows.size() - failed, failed);
   return failed == 0 ? 0 : 1;
 }
@@ -84,6 +93,9 @@ Command add_gradcheck_command(CLI::App& app) {
   auto* op = cmd->add_option("--op", args->op, "Check one op (see --list)");
   cmd->add_option("--shapes", args->shapes, "Input shapes for --op, e.g. 4x5,5 ('scalar' for 0-d)")->needs(op);
   cmd->add_flag("--verbose", args->verbose, "Print the worst elements of every row, not only of failures");
+  cmd->add_flag("--second-order", args->second_order,
+                "Check the gradient of the gradient (gradgradcheck) instead; --all skips the ops --list marks as "
+                "having no double backward");
   all->excludes(op)->excludes(list);
   list->excludes(op);
   cmd->callback([all, list, op] {

@@ -1,6 +1,7 @@
 // Fused scaled dot-product attention on (B, H, T, d) tensors: scores through one matmul with the
 // 1/√d scale fused, the masks applied in one pass (never as a oneDNN post-op: a batch-broadcast
-// mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node, one backward.
+// mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node, one fused
+// backward; under create_graph the backward is built from engine ops instead (double backward).
 #include <cmath>
 #include <limits>
 
@@ -102,6 +103,38 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& 
   return softmax_forward(scores, -1, false);  // (B, H, T, S)
 }
 
+// The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.
+Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  Tensor mask = zeros({p.B, p.H, p.T, p.S}, dtype);
+  dispatch_floating(dtype, "scaled_dot_product_attention",
+                    [&]<typename T>() { apply_masks(mask.data<T>(), p, attn_mask, key_padding_mask); });
+  return mask;
+}
+
+// The backward written with engine ops, each recorded (create_graph): it can be differentiated
+// again. The weights are recomputed from q and k so that their own dependence on q and k is in
+// the graph. saved = {q, k, v, weights, keep, attn_mask, key_padding_mask}.
+std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const AttentionPlan& p) {
+  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
+  const Tensor& q = c.saved[0];
+  const Tensor& k = c.saved[1];
+  const Tensor& v = c.saved[2];
+  const Tensor& keep = c.saved[4];                          // (B, H, T, S) or undefined
+  Tensor scores = mul(matmul(q, k, false, true), p.scale);  // (B, H, T, S)
+  if (p.causal || c.saved[5].defined() || c.saved[6].defined())
+    scores = add(scores, additive_mask(p, q.dtype(), c.saved[5], c.saved[6]));
+  const Tensor w = softmax(scores, -1);                            // (B, H, T, S)
+  const Tensor wd = keep.defined() ? mul(w, keep) : w;             // (B, H, T, S)
+  Tensor dw = matmul(c.grad, v, false, true);                      // dWd = g @ vᵀ, (B, H, T, S)
+  if (keep.defined()) dw = mul(dw, keep);                          // Wd = W ⊙ keep
+  const Tensor ds = mul(w, sub(dw, sum(mul(dw, w), {-1}, true)));  // W = softmax(S): (B, H, T, S)
+  std::vector<Tensor> grads(3);
+  if (c.needs_grad[0]) grads[0] = mul(matmul(ds, k), p.scale);               // (B, H, T, d)
+  if (c.needs_grad[1]) grads[1] = mul(matmul(ds, q, true, false), p.scale);  // (B, H, S, d)
+  if (c.needs_grad[2]) grads[2] = matmul(wd, c.grad, true, false);           // (B, H, S, dv)
+  return grads;
+}
+
 }  // namespace
 
 Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
@@ -117,12 +150,10 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
     dropped = mul(weights, keep);  // (B, H, T, S)
   }
   Tensor out = matmul_forward(dropped, v, false, false, 1.0);  // (B, H, T, dv)
-  record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, weights, keep},
+  record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, weights, keep, attn_mask, key_padding_mask},
          [plan](const BackwardContext& c) {
            // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-           AG_CHECK(!grad_enabled(),
-                    "ScaledDotProductAttentionBackward: double backward is not supported; compose attention from "
-                    "matmul, masked_fill, softmax and dropout for higher-order gradients");
+           if (grad_enabled()) return attention_backward_recorded(c, plan);  // create_graph
            const Tensor& q = c.saved[0];
            const Tensor& k = c.saved[1];
            const Tensor& v = c.saved[2];

@@ -62,21 +62,46 @@ Tensor compare_kernel(std::string_view op, const Tensor& x, F predicate) {
   return out;
 }
 
-// d gelu(x)/dx, evaluated elementwise (not itself differentiable).
-Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
+// d²gelu(x)/dx², written with engine ops: differentiable again, to any order.
+Tensor gelu_second_derivative(const Tensor& x, GeluApproximation approximation) {
+  const Tensor x2 = mul(x, x);
   if (approximation == GeluApproximation::tanh) {
-    return unary_kernel("gelu", x, []<typename T>(T v) {
+    // gelu' = 0.5(1 + t) + 0.5 x (1 - t²) u',  t = tanh(u),  u = k (x + a x³)
+    const double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
+    const double a = 0.044715;
+    const Tensor t = tanh(mul(add(x, mul(mul(x2, x), a)), k));
+    const Tensor du = mul(add(mul(x2, 3 * a), 1.0), k);  // u'
+    const Tensor ddu = mul(x, 6 * a * k);                // u''
+    // gelu'' = (1 - t²) (u' + 0.5 x (u'' - 2 t u'²))
+    return mul(1.0 - mul(t, t), add(du, mul(mul(x, 0.5), sub(ddu, mul(mul(t, 2.0), mul(du, du))))));
+  }
+  // gelu' = Φ(x) + x φ(x)  →  gelu'' = φ(x) (2 - x²)
+  const Tensor pdf = mul(exp(mul(x2, -0.5)), std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  return mul(pdf, 2.0 - x2);
+}
+
+// d gelu(x)/dx: an op with its own backward, so that gelu's backward can be differentiated again.
+Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
+  Tensor out;
+  if (approximation == GeluApproximation::tanh) {
+    out = unary_kernel("gelu", x, []<typename T>(T v) {
       const T k = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
       const T inner = k * (v + T(0.044715) * v * v * v);
       const T t = std::tanh(inner);
       return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * v * v);
     });
+  } else {
+    out = unary_kernel("gelu", x, []<typename T>(T v) {
+      const T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
+      const T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+      return cdf + v * pdf;
+    });
   }
-  return unary_kernel("gelu", x, []<typename T>(T v) {
-    const T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
-    const T pdf = std::exp(T(-0.5) * v * v) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-    return cdf + v * pdf;
+  record(out, "GeluDerivativeBackward", {x}, {x}, [approximation](const BackwardContext& c) {
+    // out = gelu'(x)  →  dx = g * gelu''(x)
+    return std::vector<Tensor>{mul(c.grad, gelu_second_derivative(c.saved[0], approximation))};
   });
+  return out;
 }
 
 }  // namespace

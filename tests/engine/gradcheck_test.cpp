@@ -1,4 +1,5 @@
-// Every registered op, on every one of its shape sets, against finite differences (f64).
+// Every registered op, on every one of its shape sets, against finite differences (f64): its
+// gradient, and the gradient of its gradient.
 #include "engine/gradcheck.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,12 @@ void PrintTo(const OpCase& c, std::ostream* os) {
   for (const Shape& s : c.shapes) *os << " " << shape_str(s);
 }
 
+std::string shapes_text(const OpCase& c) {
+  std::string text;
+  for (const Shape& s : c.shapes) text += shape_str(s) + " ";
+  return text;
+}
+
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   for (const OpEntry& op : Registry::global().ops())
@@ -39,9 +46,17 @@ class RegisteredOp : public testing::TestWithParam<OpCase> {};
 TEST_P(RegisteredOp, GradientMatchesFiniteDifferences) {
   const OpCase& c = GetParam();
   const GradcheckResult result = gradcheck_op(*c.op, c.shapes);
-  std::string shapes;
-  for (const Shape& s : c.shapes) shapes += shape_str(s) + " ";
-  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes << "\n" << result.report();
+  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_text(c) << "\n" << result.report();
+  EXPECT_GT(result.checked, 0);
+}
+
+// gradgradcheck: the backward of the backward against finite differences of the backward.
+// Skips exactly the ops the registry lists with the reason they have no double backward.
+TEST_P(RegisteredOp, SecondOrderGradientMatchesFiniteDifferences) {
+  const OpCase& c = GetParam();
+  if (!c.op->no_double_backward.empty()) GTEST_SKIP() << c.op->name << ": " << c.op->no_double_backward;
+  const GradcheckResult result = gradcheck_op(*c.op, c.shapes, {}, /*second_order=*/true);
+  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_text(c) << "\n" << result.report();
   EXPECT_GT(result.checked, 0);
 }
 
