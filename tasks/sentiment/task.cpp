@@ -83,19 +83,11 @@ class SentimentTask : public nn::TrainTask {
   std::vector<Example> validation_;
 };
 
-std::string config_json(const SentimentOptions& o, int64_t vocab_size) {
-  return nlohmann::json{{"task", "sentiment"},
-                        {"model", "selfattn"},
-                        {"vocab_size", vocab_size},
-                        {"dim", o.dim},
-                        {"data", o.data},
-                        {"val_fraction", o.val_fraction},
-                        {"epochs", o.epochs},
-                        {"lr", o.lr},
-                        {"weight_decay", o.weight_decay},
-                        {"batch_size", o.batch_size},
-                        {"seed", o.seed},
-                        {"attograd_version", "0.1.0"}}
+std::string task_settings(const SentimentOptions& o, int64_t vocab_size) {
+  return nlohmann::json{{"task", "sentiment"},      {"model", "selfattn"},
+                        {"vocab_size", vocab_size}, {"dim", o.dim},
+                        {"data", o.data},           {"val_fraction", o.val_fraction},
+                        {"optimizer", "AdamW"},     {"weight_decay", o.weight_decay}}
       .dump();
 }
 
@@ -144,22 +136,49 @@ void write_explanation(const std::string& path, const std::string& text, const V
       path, plot::heatmap("attention weights: \"" + text + "\" (row: query, column: key)", labels, labels, cells));
 }
 
+// A classifier and its vocabulary as `train sentiment` saved them, in eval mode.
+struct TrainedClassifier {
+  explicit TrainedClassifier(const std::string& path) {
+    const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
+    const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+    AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'", path,
+             config.value("task", "?"));
+    AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
+    vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
+    model = std::make_unique<SentimentClassifier>(vocab.size(), config.at("dim").get<int64_t>());
+    nn::load(path, *model);
+    model->eval();
+  }
+
+  Vocabulary vocab;
+  std::unique_ptr<SentimentClassifier> model;
+};
+
 }  // namespace
+
+int eval(const EvalOptions& options) {
+  const TrainedClassifier trained(options.checkpoint);
+  const std::vector<Example> examples = read_tsv(options.data.empty() ? data_path("test.tsv") : options.data);
+  const std::vector<int64_t> rows = all_rows(examples.size());
+  NoGradGuard no_grad;
+  auto [indices, padding] = trained.vocab.encode(texts_of(examples, rows));
+  const Tensor logits = trained.model->forward(indices, padding);
+  int correct = 0;
+  for (int64_t i : rows) correct += (logits.at({i}) > 0) == examples[i].label;
+  fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100.0 * correct / static_cast<double>(rows.size()),
+             correct, rows.size(), binary_cross_entropy_with_logits(logits, labels_of(examples, rows)).item(),
+             options.data.empty() ? "seed 002's test sentences" : options.data);
+  return 0;
+}
 
 int predict(const PredictOptions& options) {
   AG_CHECK(options.texts.empty() != options.file.empty(), "predict: give either texts or --file, not {}",
            options.texts.empty() ? "neither" : "both");
   const std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
   AG_CHECK(!texts.empty(), "predict: {} holds no text", options.file);
-  const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
-  const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
-  AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'",
-           options.checkpoint, config.value("task", "?"));
-  AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", options.checkpoint);
-  const Vocabulary vocab(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
-  SentimentClassifier model(vocab.size(), config.at("dim").get<int64_t>());
-  nn::load(options.checkpoint, model);
-  model.eval();
+  const TrainedClassifier trained(options.checkpoint);
+  const Vocabulary& vocab = trained.vocab;
+  SentimentClassifier& model = *trained.model;
   NoGradGuard no_grad;
   auto [indices, padding] = vocab.encode(texts);
   const Tensor probabilities = sigmoid(model.forward(indices, padding));
@@ -184,30 +203,21 @@ int train(const SentimentOptions& options) {
   examples.resize(examples.size() - held_out);
 
   const Vocabulary vocab(examples);
-  manual_seed(options.seed);
+  manual_seed(options.training.seed);
   SentimentClassifier model(vocab.size(), options.dim);
-  nn::AdamW optimizer(model.parameters(), {.lr = options.lr, .weight_decay = options.weight_decay});
+  nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
   SentimentTask task(model, vocab, examples, validation);
-
-  nn::TrainerOptions trainer_options{.epochs = options.epochs,
-                                     .batch_size = options.batch_size,
-                                     .seed = options.seed,
-                                     .out_dir = options.out,
-                                     .progress = !options.quiet,
-                                     .config = config_json(options, vocab.size()),
-                                     .checkpoint_metadata = {{"vocabulary", nlohmann::json(vocab.words()).dump()}}};
-  std::filesystem::create_directories(options.out);
-  write_file_atomically(options.out + "/config.json", nlohmann::json::parse(trainer_options.config).dump(2) + "\n");
-  nn::Trainer trainer(model, optimizer, task, trainer_options);
-  if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
-  const std::vector<nn::EpochRecord> history = trainer.fit();
+  const std::vector<nn::EpochRecord> history =
+      tasks::run_training(model, optimizer, task, options.training,
+                          tasks::config_json(options.training, task_settings(options, vocab.size())),
+                          {{"vocabulary", nlohmann::json(vocab.words()).dump()}});
 
   std::vector<double> losses, accuracies;
   for (const auto& r : history) {
     losses.push_back(r.train_loss);
     accuracies.push_back(r.metrics.at("train_accuracy"));
   }
-  write_file_atomically(options.out + "/losses.svg",
+  write_file_atomically(options.training.out + "/losses.svg",
                         plot::line_chart("sentiment: training", "epoch", "BCE loss / accuracy",
                                          {{"train loss", losses}, {"train accuracy", accuracies}}));
   const nn::EpochRecord& last = history.back();
@@ -218,7 +228,8 @@ int train(const SentimentOptions& options) {
                100 * last.metrics.at("val_accuracy"));
   model.eval();
   print_test_sentences(task);
-  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n", options.out);
+  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n",
+             options.training.out);
   return 0;
 }
 

@@ -44,7 +44,7 @@ printf 'I love this\nWorst ever\n' >"$work/texts.txt"
 check "predict --file" 0 "Worst ever" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" --file "$work/texts.txt"
 check "predict with no text" 1 "either texts or --file" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors"
 check "predict from a non-checkpoint" 1 "metrics.csv" -- "$attograd" predict sentiment --checkpoint "$out/metrics.csv" "x"
-check "predict from a missing checkpoint" 2 "--checkpoint" -- "$attograd" predict sentiment --checkpoint "$work/none.safetensors" "x"
+check "predict from a missing checkpoint" 1 "cannot open" -- "$attograd" predict sentiment --checkpoint "$work/none.safetensors" "x"
 
 bad="$work/bad"
 check "negative epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs -1 --out "$bad"
