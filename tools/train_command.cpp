@@ -124,6 +124,8 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
   squares->add_option("--data-seed", squares_options->data.seed, "Seed of the generated squares (19: the test set)")
       ->capture_default_str();
   squares->add_option("--n", squares_options->data.n, "How many squares")->check(kCount)->capture_default_str();
+  squares->add_option("--predictions", squares_options->predictions,
+                      "Also write the squares and predictions to this safetensors file (source, target, predicted)");
   return {{sentiment, [sentiment_options] { return sentiment::eval(*sentiment_options); }},
           {squares, [squares_options] { return squares::eval(*squares_options); }}};
 }

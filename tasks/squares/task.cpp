@@ -142,7 +142,11 @@ int eval(const EvalOptions& options) {
   model->module().eval();
   NoGradGuard no_grad;
   const SourceTarget data = split(points_tensor(generate_squares(options.data)));
-  const double mse = mse_loss(model->predict(data.source), data.target).item();
+  const Tensor predicted = model->predict(data.source);
+  const double mse = mse_loss(predicted, data.target).item();
+  if (!options.predictions.empty())
+    save_safetensors(options.predictions, {{"source", data.source}, {"target", data.target}, {"predicted", predicted}},
+                     {{"checkpoint", options.checkpoint}});
   fmt::print("MSE {:.6f} on {} squares (seed {}, noise {}), model {} from {}\n", mse, options.data.n, options.data.seed,
              options.data.noise, config.at("model").get<std::string>(), options.checkpoint);
   return 0;

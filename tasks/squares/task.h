@@ -25,6 +25,7 @@ double default_lr(const std::string& model);
 struct EvalOptions {
   std::string checkpoint;  // written by `train squares`
   SquaresSpec data{.n = 128, .seed = 19};
+  std::string predictions;  // if set: a safetensors file of "source", "target" and "predicted" (N, 2, 2)
 };
 
 // Returns the process exit code; throws ag::Error on bad input.

@@ -5,21 +5,7 @@ set -u
 attograd="$1"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-failures=0
-
-check() {  # check NAME EXPECTED_EXIT MESSAGE_PART -- COMMAND...
-  local name="$1" expected="$2" part="$3"
-  shift 4
-  local output
-  output="$("$@" 2>&1)"
-  local status=$?
-  if [ "$status" -eq "$expected" ] && grep -qF -- "$part" <<<"$output"; then
-    echo "OK $name"
-  else
-    echo "NOT OK $name: exit $status (expected $expected), output: $output"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/cli_check.sh"
 
 out="$work/run"
 check "short run" 0 "test sentences right" -- "$attograd" train sentiment --epochs 3 --out "$out" --quiet
