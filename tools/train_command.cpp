@@ -53,6 +53,10 @@ Command add_train_sentiment(CLI::App* train) {
   app->add_option("--dim", options->dim, "Embedding and attention width")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
+  app->add_option("--heads", options->heads,
+                  "0: SelfAttention; N: seed 003's MultiHeadAttention (causal) with N heads dividing --dim")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->capture_default_str();
   return {app, [options] {
             nn::stop_training_on_sigint();
             return sentiment::train(*options);

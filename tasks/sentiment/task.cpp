@@ -84,11 +84,17 @@ class SentimentTask : public nn::TrainTask {
 };
 
 std::string task_settings(const SentimentOptions& o, int64_t vocab_size) {
-  return nlohmann::json{{"task", "sentiment"},      {"model", "selfattn"},
-                        {"vocab_size", vocab_size}, {"dim", o.dim},
-                        {"data", o.data},           {"val_fraction", o.val_fraction},
-                        {"optimizer", "AdamW"},     {"weight_decay", o.weight_decay}}
-      .dump();
+  nlohmann::json settings;
+  settings["task"] = "sentiment";
+  settings["model"] = o.heads > 0 ? "multihead" : "selfattn";
+  settings["heads"] = o.heads;
+  settings["vocab_size"] = vocab_size;
+  settings["dim"] = o.dim;
+  settings["data"] = o.data;
+  settings["val_fraction"] = o.val_fraction;
+  settings["optimizer"] = "AdamW";
+  settings["weight_decay"] = o.weight_decay;
+  return settings.dump();
 }
 
 void print_test_sentences(SentimentTask& task) {
@@ -121,9 +127,12 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-// The first text's attention weights over its real tokens, tokens on both axes.
+// The first text's attention weights over its real tokens, tokens on both axes. `weights` are
+// (N, T, T), or (N, H, T, T) with several heads: then their mean over the heads.
 void write_explanation(const std::string& path, const std::string& text, const Vocabulary& vocab,
-                       const Tensor& weights) {
+                       const Tensor& all_weights) {
+  const bool heads = all_weights.dim() == 4;
+  const Tensor weights = heads ? mean(all_weights, {1}) : all_weights;  // (N, T, T)
   std::vector<std::string> labels;
   for (const std::string& word : tokenize(text))
     labels.push_back(vocab.index(word) == Vocabulary::kUnk ? word + " (unk)" : word);
@@ -133,7 +142,9 @@ void write_explanation(const std::string& path, const std::string& text, const V
   for (int64_t i = 0; i < tokens; ++i)
     for (int64_t j = 0; j < tokens; ++j) cells.push_back(weights.at({0, i, j}));
   write_file_atomically(
-      path, plot::heatmap("attention weights: \"" + text + "\" (row: query, column: key)", labels, labels, cells));
+      path, plot::heatmap(fmt::format("attention weights{}: \"{}\" (row: query, column: key)",
+                                      heads ? fmt::format(" (mean of {} heads)", all_weights.size(1)) : "", text),
+                          labels, labels, cells));
 }
 
 // A classifier and its vocabulary as `train sentiment` saved them, in eval mode.
@@ -145,7 +156,8 @@ struct TrainedClassifier {
              config.value("task", "?"));
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
     vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
-    model = std::make_unique<SentimentClassifier>(vocab.size(), config.at("dim").get<int64_t>());
+    model = std::make_unique<SentimentClassifier>(vocab.size(), config.at("dim").get<int64_t>(),
+                                                  config.value("heads", int64_t{0}));
     nn::load(path, *model);
     model->eval();
   }
@@ -204,7 +216,7 @@ int train(const SentimentOptions& options) {
 
   const Vocabulary vocab(examples);
   manual_seed(options.training.seed);
-  SentimentClassifier model(vocab.size(), options.dim);
+  SentimentClassifier model(vocab.size(), options.dim, options.heads);
   nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
   SentimentTask task(model, vocab, examples, validation);
   const std::vector<nn::EpochRecord> history =

@@ -14,6 +14,7 @@ struct SentimentOptions {
   std::string data;           // empty: seed 002's 50 sentences
   double val_fraction = 0.0;  // held out from `data` for validation
   int64_t dim = 16;
+  int64_t heads = 0;          // 0: SelfAttention; N: MultiHeadAttention with N heads
   double weight_decay = 0.5;  // AdamW's decoupled weight decay (chosen on seeds 0-9: see task README)
 };
 

@@ -32,11 +32,19 @@ check "predict with no text" 1 "either texts or --file" -- "$attograd" predict s
 check "predict from a non-checkpoint" 1 "metrics.csv" -- "$attograd" predict sentiment --checkpoint "$out/metrics.csv" "x"
 check "predict from a missing checkpoint" 1 "cannot open" -- "$attograd" predict sentiment --checkpoint "$work/none.safetensors" "x"
 
+heads="$work/heads"
+check "--heads selects MultiHeadAttention" 0 "test sentences right" -- "$attograd" train sentiment --heads 2 --epochs 2 --out "$heads" --quiet
+grep -q '"model": "multihead"' "$heads/config.json" && echo "OK config.json says multihead" || { echo "NOT OK config.json lacks the model"; failures=$((failures + 1)); }
+check "predict rebuilds the multi-head model" 0 "I love this" -- "$attograd" predict sentiment --checkpoint "$heads/last.safetensors" "I love this" --explain "$work/heads.svg"
+grep -q "mean of 2 heads" "$work/heads.svg" && echo "OK the heatmap averages the heads" || { echo "NOT OK heads heatmap"; failures=$((failures + 1)); }
+check "eval rebuilds the multi-head model" 0 "accuracy" -- "$attograd" eval sentiment --checkpoint "$heads/last.safetensors"
+
 bad="$work/bad"
 check "negative epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs -1 --out "$bad"
 check "zero epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs 0 --out "$bad"
 check "nan lr" 2 "--lr" -- "$attograd" train sentiment --lr nan --out "$bad"
 check "negative lr" 2 "--lr" -- "$attograd" train sentiment --lr -1 --out "$bad"
+check "heads not dividing dim" 1 "divisible by num_heads" -- "$attograd" train sentiment --heads 3 --out "$bad"
 check "zero batch size" 2 "--batch-size" -- "$attograd" train sentiment --batch-size 0 --out "$bad"
 check "zero threads" 2 "--threads" -- "$attograd" --threads 0 train sentiment --out "$bad"
 check "unknown flag" 2 "--bogus" -- "$attograd" train sentiment --bogus --out "$bad"
