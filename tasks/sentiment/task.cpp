@@ -12,6 +12,7 @@
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"
+#include "tasks/common/embedded.h"
 #include "tasks/common/svg.h"
 #include "tasks/sentiment/data.h"
 #include "tasks/sentiment/model.h"
@@ -20,7 +21,11 @@ namespace ag::sentiment {
 
 namespace {
 
-std::string data_path(const std::string& file) { return std::string(ATTOGRAD_SOURCE_DIR) + "/tasks/sentiment/" + file; }
+// Seed 002's sentences, built into the program: "train.tsv" or "test.tsv".
+std::vector<Example> seed_sentences(const std::string& file) {
+  const std::string name = "sentiment/" + file;
+  return parse_tsv(std::string(tasks::embedded_file(name)), name + " (built in)");
+}
 
 std::vector<std::string> texts_of(const std::vector<Example>& examples, const std::vector<int64_t>& rows) {
   std::vector<std::string> texts;
@@ -98,7 +103,7 @@ std::string task_settings(const SentimentOptions& o, int64_t vocab_size) {
 }
 
 void print_test_sentences(SentimentTask& task) {
-  const std::vector<Example> test = read_tsv(data_path("test.tsv"));
+  const std::vector<Example> test = seed_sentences("test.tsv");
   NoGradGuard no_grad;
   const Tensor probabilities = sigmoid(task.logits(texts_of(test, all_rows(test.size()))));
   int correct = 0;
@@ -170,7 +175,7 @@ struct TrainedClassifier {
 
 int eval(const EvalOptions& options) {
   const TrainedClassifier trained(options.checkpoint);
-  const std::vector<Example> examples = read_tsv(options.data.empty() ? data_path("test.tsv") : options.data);
+  const std::vector<Example> examples = options.data.empty() ? seed_sentences("test.tsv") : read_tsv(options.data);
   const std::vector<int64_t> rows = all_rows(examples.size());
   NoGradGuard no_grad;
   auto [indices, padding] = trained.vocab.encode(texts_of(examples, rows));
@@ -208,7 +213,7 @@ int predict(const PredictOptions& options) {
 int train(const SentimentOptions& options) {
   AG_CHECK(options.val_fraction >= 0 && options.val_fraction < 1, "--val-fraction must be in [0, 1), got {}",
            options.val_fraction);
-  std::vector<Example> examples = read_tsv(options.data.empty() ? data_path("train.tsv") : options.data);
+  std::vector<Example> examples = options.data.empty() ? seed_sentences("train.tsv") : read_tsv(options.data);
   const auto held_out = static_cast<size_t>(std::floor(options.val_fraction * static_cast<double>(examples.size())));
   AG_CHECK(held_out < examples.size(), "--val-fraction {} leaves no training examples", options.val_fraction);
   std::vector<Example> validation(examples.end() - static_cast<std::ptrdiff_t>(held_out), examples.end());
