@@ -57,7 +57,13 @@ std::unique_ptr<SquaresModel> make_model(const ModelConfig& config) {
   AG_CHECK(config.heads >= 1 && config.d_model >= 1 && config.ff_units >= 1 && config.layers >= 1,
            "squares: heads, d_model, ff_units and layers must be at least 1, got {}, {}, {}, {}", config.heads,
            config.d_model, config.ff_units, config.layers);
-  if (config.model == "selfattn") return std::make_unique<SelfAttnModel>(config);
+  if (config.model == "selfattn") {
+    AG_CHECK(config.layers == 1 && config.dropout == 0,
+             "squares: layers and dropout are the transformer's settings; seed 004's selfattn model has one layer "
+             "and no dropout (got layers {}, dropout {})",
+             config.layers, config.dropout);
+    return std::make_unique<SelfAttnModel>(config);
+  }
   AG_CHECK(config.model == "transformer", "squares: unknown model '{}' (expected selfattn or transformer)",
            config.model);
   AG_CHECK(config.d_model % config.heads == 0, "squares: the transformer's d_model {} must be a multiple of heads {}",
