@@ -70,7 +70,9 @@ std::string task_settings(const SquaresOptions& o) {
       .dump();
 }
 
-ModelConfig model_config_of(const nlohmann::json& config) {
+ModelConfig model_config_of(const nlohmann::json& config, const std::string& path) {
+  for (const char* key : {"model", "heads", "d_model", "ff_units", "layers", "dropout"})
+    AG_CHECK(config.contains(key), "{}: the checkpoint's config has no '{}'", path, key);
   return {.model = config.at("model").get<std::string>(),
           .heads = config.at("heads").get<int64_t>(),
           .d_model = config.at("d_model").get<int64_t>(),
@@ -137,7 +139,7 @@ int eval(const EvalOptions& options) {
   const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
   AG_CHECK(config.value("task", "") == "squares", "{}: a checkpoint of task '{}', expected 'squares'",
            options.checkpoint, config.value("task", "?"));
-  std::unique_ptr<SquaresModel> model = make_model(model_config_of(config));
+  std::unique_ptr<SquaresModel> model = make_model(model_config_of(config, options.checkpoint));
   nn::load(options.checkpoint, model->module());
   model->module().eval();
   NoGradGuard no_grad;
