@@ -17,9 +17,12 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "OpenMP threads for every kernel (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 1024));
 
-  const std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app), ag::cli::add_train_command(app),
-                                                  ag::cli::add_predict_command(app), ag::cli::add_bench_command(app),
-                                                  ag::cli::add_walkthrough_command(app)};
+  std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app)};
+  for (std::vector<ag::cli::Command> group : {ag::cli::add_train_commands(app), ag::cli::add_eval_commands(app)})
+    commands.insert(commands.end(), group.begin(), group.end());
+  commands.push_back(ag::cli::add_predict_command(app));
+  commands.push_back(ag::cli::add_bench_command(app));
+  commands.push_back(ag::cli::add_walkthrough_command(app));
 
   try {
     app.parse(argc, argv);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <vector>
 
 namespace ag::cli {
 
@@ -13,7 +14,8 @@ struct Command {
 
 Command add_gradcheck_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
-Command add_train_command(CLI::App& app);
+std::vector<Command> add_train_commands(CLI::App& app);  // train sentiment, train squares
+std::vector<Command> add_eval_commands(CLI::App& app);   // eval sentiment, eval squares
 Command add_predict_command(CLI::App& app);
 Command add_walkthrough_command(CLI::App& app);
 

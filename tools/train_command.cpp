@@ -1,8 +1,9 @@
-// `attograd train <task>`: trains a task from the command line.
+// `attograd train <task>`, `eval <task>` and `predict <task>`: map flags onto the tasks' options.
 #include <cmath>
 
 #include "nn/trainer.h"
 #include "tasks/sentiment/task.h"
+#include "tasks/squares/task.h"
 #include "tools/commands.h"
 
 namespace ag::cli {
@@ -21,41 +22,116 @@ const CLI::Validator kPositiveFinite(
     },
     "POSITIVE", "positive finite");
 
-}  // namespace
+const CLI::Range kCount(int64_t{1}, int64_t{1000000});
 
-Command add_train_command(CLI::App& app) {
-  CLI::App* train =
-      app.add_subcommand("train", "Train a task; writes OUT/config.json, metrics.csv, checkpoints, plots");
-  train->require_subcommand(1);
+// The flags every `train <task>` takes, with the task's defaults shown. Returns --lr, whose default
+// may depend on other flags.
+CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help) {
+  app->add_option("--epochs", options.epochs, "Passes over the training set")->check(kCount)->capture_default_str();
+  CLI::Option* lr = app->add_option("--lr", options.lr, lr_help)->check(kPositiveFinite)->capture_default_str();
+  app->add_option("--batch-size", options.batch_size, "Examples per step")->check(kCount)->capture_default_str();
+  app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
+  app->add_option("--out", options.out, "Output folder")->capture_default_str();
+  app->add_option("--resume", options.resume, "Continue the run in this output folder (its last.safetensors)")
+      ->check(CLI::ExistingDirectory);
+  app->add_flag("--quiet", options.quiet, "No progress bar");
+  return lr;
+}
+
+Command add_train_sentiment(CLI::App* train) {
   auto options = std::make_shared<sentiment::SentimentOptions>();
-  CLI::App* sentiment = train->add_subcommand("sentiment", "Seed 002's sentiment classifier (50 sentences by default)");
-  sentiment->add_option("--epochs", options->epochs, "Passes over the training set")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
-      ->capture_default_str();
-  sentiment->add_option("--lr", options->lr, "AdamW learning rate")->check(kPositiveFinite)->capture_default_str();
-  sentiment->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
+  CLI::App* app = train->add_subcommand("sentiment", "Seed 002's sentiment classifier (50 sentences by default)");
+  add_training_flags(app, options->training, "AdamW learning rate");
+  app->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  sentiment->add_option("--batch-size", options->batch_size, "Sentences per step")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
-      ->capture_default_str();
-  sentiment->add_option("--seed", options->seed, "Seed for initialisation and shuffling")->capture_default_str();
-  sentiment->add_option("--out", options->out, "Output folder")->capture_default_str();
-  sentiment->add_option("--resume", options->resume, "Continue the run in this output folder (its last.safetensors)")
-      ->check(CLI::ExistingDirectory);
-  sentiment->add_flag("--quiet", options->quiet, "No progress bar");
-  sentiment->add_option("--data", options->data, "Training data: label<TAB>text lines (default: seed 002's)")
+  app->add_option("--data", options->data, "Training data: label<TAB>text lines (default: seed 002's)")
       ->check(CLI::ExistingFile);
-  sentiment->add_option("--val-fraction", options->val_fraction, "Share of --data held out for validation")
+  app->add_option("--val-fraction", options->val_fraction, "Share of --data held out for validation")
       ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
-  sentiment->add_option("--dim", options->dim, "Embedding and attention width")
+  app->add_option("--dim", options->dim, "Embedding and attention width")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
-  return {sentiment, [options] {
+  app->add_option("--heads", options->heads,
+                  "0: SelfAttention; N: seed 003's MultiHeadAttention (causal) with N heads dividing --dim")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->capture_default_str();
+  return {app, [options] {
             nn::stop_training_on_sigint();
             return sentiment::train(*options);
           }};
+}
+
+Command add_train_squares(CLI::App* train) {
+  auto options = std::make_shared<squares::SquaresOptions>();
+  CLI::App* app = train->add_subcommand(
+      "squares", "Seed 004's noisy squares: predict the last two corners (train seed 13, held-out test seed 19)");
+  CLI::Option* lr = add_training_flags(app, options->training, "Adam learning rate (transformer: 0.003)");
+  app->add_option("--model", options->model.model,
+                  "selfattn: seed 004's EncoderDecoderSelfAttn; transformer: encoder-decoder with positional encoding")
+      ->check(CLI::IsMember({"selfattn", "transformer"}))
+      ->capture_default_str();
+  const squares::ModelConfig transformer = squares::default_model_config("transformer");
+  const auto size_help = [&](const std::string& what, int64_t transformer_default) {
+    return fmt::format("{} (transformer: {})", what, transformer_default);
+  };
+  const std::vector<CLI::Option*> sizes = {
+      app->add_option("--heads", options->model.heads, size_help("Attention heads", transformer.heads)),
+      app->add_option("--d-model", options->model.d_model, size_help("Model width", transformer.d_model)),
+      app->add_option("--ff-units", options->model.ff_units, size_help("Feed-forward width", transformer.ff_units)),
+      app->add_option("--layers", options->model.layers,
+                      size_help("Transformer: encoder and decoder layers each", transformer.layers))};
+  for (CLI::Option* size : sizes) size->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  CLI::Option* dropout = app->add_option("--dropout", options->model.dropout, "Transformer: dropout")
+                             ->check(CLI::Range(0.0, 0.9))
+                             ->capture_default_str();
+  return {app, [options, lr, sizes, dropout] {
+            // Flags not given take the chosen model's defaults.
+            const squares::ModelConfig defaults = squares::default_model_config(options->model.model);
+            const std::vector<int64_t> default_sizes = {defaults.heads, defaults.d_model, defaults.ff_units,
+                                                        defaults.layers};
+            std::vector<int64_t*> fields = {&options->model.heads, &options->model.d_model, &options->model.ff_units,
+                                            &options->model.layers};
+            for (size_t i = 0; i < sizes.size(); ++i)
+              if (sizes[i]->count() == 0) *fields[i] = default_sizes[i];
+            if (dropout->count() == 0) options->model.dropout = defaults.dropout;
+            if (lr->count() == 0) options->training.lr = squares::default_lr(options->model.model);
+            nn::stop_training_on_sigint();
+            return squares::train(*options);
+          }};
+}
+
+}  // namespace
+
+std::vector<Command> add_train_commands(CLI::App& app) {
+  CLI::App* train =
+      app.add_subcommand("train", "Train a task; writes OUT/config.json, metrics.csv, checkpoints, plots");
+  train->require_subcommand(1);
+  return {add_train_sentiment(train), add_train_squares(train)};
+}
+
+std::vector<Command> add_eval_commands(CLI::App& app) {
+  CLI::App* eval = app.add_subcommand("eval", "Evaluate a trained model");
+  eval->require_subcommand(1);
+  auto sentiment_options = std::make_shared<sentiment::EvalOptions>();
+  CLI::App* sentiment = eval->add_subcommand("sentiment", "Accuracy and BCE loss on labelled sentences");
+  sentiment->add_option("--checkpoint", sentiment_options->checkpoint, "A checkpoint written by `train sentiment`")
+      ->required();
+  sentiment->add_option("--data", sentiment_options->data, "label<TAB>text lines (default: seed 002's test sentences)")
+      ->check(CLI::ExistingFile);
+
+  auto squares_options = std::make_shared<squares::EvalOptions>();
+  CLI::App* squares = eval->add_subcommand("squares", "MSE of the predicted last two corners on fresh squares");
+  squares->add_option("--checkpoint", squares_options->checkpoint, "A checkpoint written by `train squares`")
+      ->required();
+  squares->add_option("--data-seed", squares_options->data.seed, "Seed of the generated squares (19: the test set)")
+      ->capture_default_str();
+  squares->add_option("--n", squares_options->data.n, "How many squares")->check(kCount)->capture_default_str();
+  squares->add_option("--predictions", squares_options->predictions,
+                      "Also write the squares and predictions to this safetensors file (source, target, predicted)");
+  return {{sentiment, [sentiment_options] { return sentiment::eval(*sentiment_options); }},
+          {squares, [squares_options] { return squares::eval(*squares_options); }}};
 }
 
 Command add_predict_command(CLI::App& app) {
@@ -63,9 +139,7 @@ Command add_predict_command(CLI::App& app) {
   predict->require_subcommand(1);
   auto options = std::make_shared<sentiment::PredictOptions>();
   CLI::App* sentiment = predict->add_subcommand("sentiment", "Probability that each text is positive");
-  sentiment->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train sentiment`")
-      ->required()
-      ->check(CLI::ExistingFile);
+  sentiment->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train sentiment`")->required();
   sentiment->add_option("texts", options->texts, "Texts to classify (or --file)");
   sentiment->add_option("--file", options->file, "One text per line")->check(CLI::ExistingFile);
   sentiment->add_option("--explain", options->explain, "Write the first text's attention weights as an SVG heatmap");

@@ -11,13 +11,6 @@ namespace {
 
 constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
-std::string header(double width, double height) {
-  return fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      width, height);
-}
-
 std::string tick_label(double v) {
   if (v == 0) return "0";
   if (std::abs(v) >= 1e4 || std::abs(v) < 1e-3) return fmt::format("{:.1e}", v);
@@ -25,6 +18,13 @@ std::string tick_label(double v) {
 }
 
 }  // namespace
+
+std::string header(double width, double height) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      width, height);
+}
 
 std::string escape(const std::string& text) {
   std::string out;

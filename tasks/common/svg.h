@@ -21,6 +21,9 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
 std::string heatmap(const std::string& title, const std::vector<std::string>& row_labels,
                     const std::vector<std::string>& column_labels, const std::vector<double>& values);
 
+// The opening <svg> tag of a width × height document on a white background (close with </svg>).
+std::string header(double width, double height);
+
 // Escapes text for use inside SVG elements and attributes.
 std::string escape(const std::string& text);
 

@@ -7,14 +7,21 @@
 
 namespace ag::sentiment {
 
-SentimentClassifier::SentimentClassifier(int64_t vocab_size, int64_t dim, Generator& gen) {
+SentimentClassifier::SentimentClassifier(int64_t vocab_size, int64_t dim, int64_t heads, Generator& gen) {
+  AG_CHECK(heads >= 0, "SentimentClassifier: heads must be ≥ 0 (0: SelfAttention), got {}", heads);
   embed = register_module("embed", std::make_shared<nn::Embedding>(vocab_size, dim, Vocabulary::kPad, gen));
-  attention = register_module("attention", std::make_shared<nn::SelfAttention>(dim, dim, dim, dim, gen));
+  if (heads > 0) {
+    attention = register_module(
+        "attention", std::make_shared<nn::MultiHeadAttention>(dim, dim, kContextLength, 0.0, heads, false, gen));
+  } else {
+    auto self_attention = std::make_shared<nn::SelfAttention>(dim, dim, dim, dim, gen);
+    // Seed 002 draws W_q, W_k, W_v from N(0, 1): scores of size ~dim saturate the softmax from the
+    // first step. Scale them to nn.Linear's initial variance (1 / (3·dim)), as the peer does.
+    NoGradGuard no_grad;
+    for (Tensor w : {self_attention->W_q, self_attention->W_k, self_attention->W_v}) w.mul_(1.0 / std::sqrt(3.0 * dim));
+    attention = register_module("attention", self_attention);
+  }
   fc = register_module("fc", std::make_shared<nn::Linear>(dim, 1, true, gen));
-  // Seed 002 draws W_q, W_k, W_v from N(0, 1): scores of size ~dim saturate the softmax from the
-  // first step. Scale them to nn.Linear's initial variance (1 / (3·dim)), as the peer does.
-  NoGradGuard no_grad;
-  for (Tensor w : {attention->W_q, attention->W_k, attention->W_v}) w.mul_(1.0 / std::sqrt(3.0 * dim));
 }
 
 Tensor SentimentClassifier::forward(const Tensor& indices, const Tensor& padding) {

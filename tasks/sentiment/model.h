@@ -1,5 +1,7 @@
 // Seed 002's sentiment classifier, corrected: one learned Embedding → SelfAttention with a
-// key-padding mask → masked mean over tokens → Linear → logit.
+// key-padding mask → masked mean over tokens → Linear → logit. With heads ≥ 1 the attention is
+// seed 003's MultiHeadAttention instead (split heads, output projection; causal, as in the seed:
+// a token attends to itself and the tokens before it, up to kContextLength tokens).
 #pragma once
 
 #include <memory>
@@ -11,13 +13,16 @@ namespace ag::sentiment {
 
 class SentimentClassifier : public nn::Module {
  public:
-  SentimentClassifier(int64_t vocab_size, int64_t dim, Generator& gen = default_generator());
+  static constexpr int64_t kContextLength = 256;  // the longest text MultiHeadAttention takes
+
+  // heads 0: SelfAttention; heads ≥ 1: MultiHeadAttention with that many heads (dividing dim).
+  SentimentClassifier(int64_t vocab_size, int64_t dim, int64_t heads = 0, Generator& gen = default_generator());
   // indices (N, T) i64, padding (N, T) b8 → logits (N).
   Tensor forward(const Tensor& indices, const Tensor& padding);
   std::string type_name() const override { return "SentimentClassifier"; }
 
   std::shared_ptr<nn::Embedding> embed;
-  std::shared_ptr<nn::SelfAttention> attention;
+  std::shared_ptr<nn::AttentionModule> attention;
   std::shared_ptr<nn::Linear> fc;
 };
 

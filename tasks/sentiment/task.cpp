@@ -12,6 +12,7 @@
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"
+#include "tasks/common/embedded.h"
 #include "tasks/common/svg.h"
 #include "tasks/sentiment/data.h"
 #include "tasks/sentiment/model.h"
@@ -20,7 +21,11 @@ namespace ag::sentiment {
 
 namespace {
 
-std::string data_path(const std::string& file) { return std::string(ATTOGRAD_SOURCE_DIR) + "/tasks/sentiment/" + file; }
+// Seed 002's sentences, built into the program: "train.tsv" or "test.tsv".
+std::vector<Example> seed_sentences(const std::string& file) {
+  const std::string name = "sentiment/" + file;
+  return parse_tsv(std::string(tasks::embedded_file(name)), name + " (built in)");
+}
 
 std::vector<std::string> texts_of(const std::vector<Example>& examples, const std::vector<int64_t>& rows) {
   std::vector<std::string> texts;
@@ -83,24 +88,22 @@ class SentimentTask : public nn::TrainTask {
   std::vector<Example> validation_;
 };
 
-std::string config_json(const SentimentOptions& o, int64_t vocab_size) {
-  return nlohmann::json{{"task", "sentiment"},
-                        {"model", "selfattn"},
-                        {"vocab_size", vocab_size},
-                        {"dim", o.dim},
-                        {"data", o.data},
-                        {"val_fraction", o.val_fraction},
-                        {"epochs", o.epochs},
-                        {"lr", o.lr},
-                        {"weight_decay", o.weight_decay},
-                        {"batch_size", o.batch_size},
-                        {"seed", o.seed},
-                        {"attograd_version", "0.1.0"}}
-      .dump();
+std::string task_settings(const SentimentOptions& o, int64_t vocab_size) {
+  nlohmann::json settings;
+  settings["task"] = "sentiment";
+  settings["model"] = o.heads > 0 ? "multihead" : "selfattn";
+  settings["heads"] = o.heads;
+  settings["vocab_size"] = vocab_size;
+  settings["dim"] = o.dim;
+  settings["data"] = o.data;
+  settings["val_fraction"] = o.val_fraction;
+  settings["optimizer"] = "AdamW";
+  settings["weight_decay"] = o.weight_decay;
+  return settings.dump();
 }
 
 void print_test_sentences(SentimentTask& task) {
-  const std::vector<Example> test = read_tsv(data_path("test.tsv"));
+  const std::vector<Example> test = seed_sentences("test.tsv");
   NoGradGuard no_grad;
   const Tensor probabilities = sigmoid(task.logits(texts_of(test, all_rows(test.size()))));
   int correct = 0;
@@ -129,9 +132,12 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-// The first text's attention weights over its real tokens, tokens on both axes.
+// The first text's attention weights over its real tokens, tokens on both axes. `weights` are
+// (N, T, T), or (N, H, T, T) with several heads: then their mean over the heads.
 void write_explanation(const std::string& path, const std::string& text, const Vocabulary& vocab,
-                       const Tensor& weights) {
+                       const Tensor& all_weights) {
+  const bool heads = all_weights.dim() == 4;
+  const Tensor weights = heads ? mean(all_weights, {1}) : all_weights;  // (N, T, T)
   std::vector<std::string> labels;
   for (const std::string& word : tokenize(text))
     labels.push_back(vocab.index(word) == Vocabulary::kUnk ? word + " (unk)" : word);
@@ -141,25 +147,55 @@ void write_explanation(const std::string& path, const std::string& text, const V
   for (int64_t i = 0; i < tokens; ++i)
     for (int64_t j = 0; j < tokens; ++j) cells.push_back(weights.at({0, i, j}));
   write_file_atomically(
-      path, plot::heatmap("attention weights: \"" + text + "\" (row: query, column: key)", labels, labels, cells));
+      path, plot::heatmap(fmt::format("attention weights{}: \"{}\" (row: query, column: key)",
+                                      heads ? fmt::format(" (mean of {} heads)", all_weights.size(1)) : "", text),
+                          labels, labels, cells));
 }
 
+// A classifier and its vocabulary as `train sentiment` saved them, in eval mode.
+struct TrainedClassifier {
+  explicit TrainedClassifier(const std::string& path) {
+    const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
+    const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+    AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'", path,
+             config.value("task", "?"));
+    AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
+    vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
+    model = std::make_unique<SentimentClassifier>(vocab.size(), config.at("dim").get<int64_t>(),
+                                                  config.value("heads", int64_t{0}));
+    nn::load(path, *model);
+    model->eval();
+  }
+
+  Vocabulary vocab;
+  std::unique_ptr<SentimentClassifier> model;
+};
+
 }  // namespace
+
+int eval(const EvalOptions& options) {
+  const TrainedClassifier trained(options.checkpoint);
+  const std::vector<Example> examples = options.data.empty() ? seed_sentences("test.tsv") : read_tsv(options.data);
+  const std::vector<int64_t> rows = all_rows(examples.size());
+  NoGradGuard no_grad;
+  auto [indices, padding] = trained.vocab.encode(texts_of(examples, rows));
+  const Tensor logits = trained.model->forward(indices, padding);
+  int correct = 0;
+  for (int64_t i : rows) correct += (logits.at({i}) > 0) == examples[i].label;
+  fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100.0 * correct / static_cast<double>(rows.size()),
+             correct, rows.size(), binary_cross_entropy_with_logits(logits, labels_of(examples, rows)).item(),
+             options.data.empty() ? "seed 002's test sentences" : options.data);
+  return 0;
+}
 
 int predict(const PredictOptions& options) {
   AG_CHECK(options.texts.empty() != options.file.empty(), "predict: give either texts or --file, not {}",
            options.texts.empty() ? "neither" : "both");
   const std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
   AG_CHECK(!texts.empty(), "predict: {} holds no text", options.file);
-  const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
-  const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
-  AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'",
-           options.checkpoint, config.value("task", "?"));
-  AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", options.checkpoint);
-  const Vocabulary vocab(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
-  SentimentClassifier model(vocab.size(), config.at("dim").get<int64_t>());
-  nn::load(options.checkpoint, model);
-  model.eval();
+  const TrainedClassifier trained(options.checkpoint);
+  const Vocabulary& vocab = trained.vocab;
+  SentimentClassifier& model = *trained.model;
   NoGradGuard no_grad;
   auto [indices, padding] = vocab.encode(texts);
   const Tensor probabilities = sigmoid(model.forward(indices, padding));
@@ -177,37 +213,28 @@ int predict(const PredictOptions& options) {
 int train(const SentimentOptions& options) {
   AG_CHECK(options.val_fraction >= 0 && options.val_fraction < 1, "--val-fraction must be in [0, 1), got {}",
            options.val_fraction);
-  std::vector<Example> examples = read_tsv(options.data.empty() ? data_path("train.tsv") : options.data);
+  std::vector<Example> examples = options.data.empty() ? seed_sentences("train.tsv") : read_tsv(options.data);
   const auto held_out = static_cast<size_t>(std::floor(options.val_fraction * static_cast<double>(examples.size())));
   AG_CHECK(held_out < examples.size(), "--val-fraction {} leaves no training examples", options.val_fraction);
   std::vector<Example> validation(examples.end() - static_cast<std::ptrdiff_t>(held_out), examples.end());
   examples.resize(examples.size() - held_out);
 
   const Vocabulary vocab(examples);
-  manual_seed(options.seed);
-  SentimentClassifier model(vocab.size(), options.dim);
-  nn::AdamW optimizer(model.parameters(), {.lr = options.lr, .weight_decay = options.weight_decay});
+  manual_seed(options.training.seed);
+  SentimentClassifier model(vocab.size(), options.dim, options.heads);
+  nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
   SentimentTask task(model, vocab, examples, validation);
-
-  nn::TrainerOptions trainer_options{.epochs = options.epochs,
-                                     .batch_size = options.batch_size,
-                                     .seed = options.seed,
-                                     .out_dir = options.out,
-                                     .progress = !options.quiet,
-                                     .config = config_json(options, vocab.size()),
-                                     .checkpoint_metadata = {{"vocabulary", nlohmann::json(vocab.words()).dump()}}};
-  std::filesystem::create_directories(options.out);
-  write_file_atomically(options.out + "/config.json", nlohmann::json::parse(trainer_options.config).dump(2) + "\n");
-  nn::Trainer trainer(model, optimizer, task, trainer_options);
-  if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
-  const std::vector<nn::EpochRecord> history = trainer.fit();
+  const std::vector<nn::EpochRecord> history =
+      tasks::run_training(model, optimizer, task, options.training,
+                          tasks::config_json(options.training, task_settings(options, vocab.size())),
+                          {{"vocabulary", nlohmann::json(vocab.words()).dump()}});
 
   std::vector<double> losses, accuracies;
   for (const auto& r : history) {
     losses.push_back(r.train_loss);
     accuracies.push_back(r.metrics.at("train_accuracy"));
   }
-  write_file_atomically(options.out + "/losses.svg",
+  write_file_atomically(options.training.out + "/losses.svg",
                         plot::line_chart("sentiment: training", "epoch", "BCE loss / accuracy",
                                          {{"train loss", losses}, {"train accuracy", accuracies}}));
   const nn::EpochRecord& last = history.back();
@@ -218,7 +245,8 @@ int train(const SentimentOptions& options) {
                100 * last.metrics.at("val_accuracy"));
   model.eval();
   print_test_sentences(task);
-  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n", options.out);
+  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n",
+             options.training.out);
   return 0;
 }
 

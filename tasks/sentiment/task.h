@@ -5,20 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "tasks/common/training.h"
+
 namespace ag::sentiment {
 
 struct SentimentOptions {
+  tasks::TrainingOptions training{.epochs = 100, .lr = 1e-2, .batch_size = 10, .seed = 0, .out = "runs/sentiment"};
   std::string data;           // empty: seed 002's 50 sentences
   double val_fraction = 0.0;  // held out from `data` for validation
   int64_t dim = 16;
-  int64_t epochs = 100;
-  double lr = 1e-2;
+  int64_t heads = 0;          // 0: SelfAttention; N: MultiHeadAttention with N heads
   double weight_decay = 0.5;  // AdamW's decoupled weight decay (chosen on seeds 0-9: see task README)
-  int64_t batch_size = 10;
-  uint64_t seed = 0;
-  std::string out = "runs/sentiment";
-  std::string resume;  // an OUT folder to continue
-  bool quiet = false;
 };
 
 struct PredictOptions {
@@ -28,9 +25,16 @@ struct PredictOptions {
   std::string explain;             // an SVG path: the first text's attention weights as a heatmap
 };
 
+struct EvalOptions {
+  std::string checkpoint;  // a checkpoint written by `train sentiment`
+  std::string data;        // label<TAB>text lines; empty: seed 002's five test sentences
+};
+
 // Returns the process exit code; throws ag::Error on bad input.
 int train(const SentimentOptions& options);
 // Prints "probability<TAB>label<TAB>text" per text.
 int predict(const PredictOptions& options);
+// Prints the accuracy and BCE loss on labelled sentences.
+int eval(const EvalOptions& options);
 
 }  // namespace ag::sentiment

@@ -1,6 +1,10 @@
 // Sentiment data: the TSV reader's errors, the tokenizer, the vocabulary and padding.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
+#include "tasks/common/embedded.h"
 #include "tasks/sentiment/data.h"
 #include "tests/test_util.h"
 
@@ -24,6 +28,17 @@ TEST(SentimentData, TheSeedsSentencesGiveTheSeedsVocabulary) {
   EXPECT_EQ(train[0].label, 1);
   EXPECT_EQ(Vocabulary(train).size(), 107 + 2);  // RESULTS.md: 107 words plus <pad> and <unk>
   EXPECT_EQ(read_tsv(std::string(ATTOGRAD_SOURCE_DIR) + "/tasks/sentiment/test.tsv").size(), 5u);
+}
+
+TEST(SentimentData, TheProgramCarriesTheDataFilesAsTheyAre) {
+  for (const char* name : {"sentiment/train.tsv", "sentiment/test.tsv"}) {
+    std::ifstream in(std::string(ATTOGRAD_SOURCE_DIR) + "/tasks/" + name, std::ios::binary);
+    const std::string on_disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(on_disk.empty()) << name;
+    EXPECT_EQ(tasks::embedded_file(name), on_disk) << name;
+  }
+  expect_error([] { tasks::embedded_file("sentiment/none.tsv"); },
+               {"no embedded file 'sentiment/none.tsv'", "train.tsv"});
 }
 
 TEST(SentimentData, EncodePadsAndMasks) {

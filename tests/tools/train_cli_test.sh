@@ -5,21 +5,7 @@ set -u
 attograd="$1"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-failures=0
-
-check() {  # check NAME EXPECTED_EXIT MESSAGE_PART -- COMMAND...
-  local name="$1" expected="$2" part="$3"
-  shift 4
-  local output
-  output="$("$@" 2>&1)"
-  local status=$?
-  if [ "$status" -eq "$expected" ] && grep -qF -- "$part" <<<"$output"; then
-    echo "OK $name"
-  else
-    echo "NOT OK $name: exit $status (expected $expected), output: $output"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/cli_check.sh"
 
 out="$work/run"
 check "short run" 0 "test sentences right" -- "$attograd" train sentiment --epochs 3 --out "$out" --quiet
@@ -44,13 +30,21 @@ printf 'I love this\nWorst ever\n' >"$work/texts.txt"
 check "predict --file" 0 "Worst ever" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" --file "$work/texts.txt"
 check "predict with no text" 1 "either texts or --file" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors"
 check "predict from a non-checkpoint" 1 "metrics.csv" -- "$attograd" predict sentiment --checkpoint "$out/metrics.csv" "x"
-check "predict from a missing checkpoint" 2 "--checkpoint" -- "$attograd" predict sentiment --checkpoint "$work/none.safetensors" "x"
+check "predict from a missing checkpoint" 1 "cannot open" -- "$attograd" predict sentiment --checkpoint "$work/none.safetensors" "x"
+
+heads="$work/heads"
+check "--heads selects MultiHeadAttention" 0 "test sentences right" -- "$attograd" train sentiment --heads 2 --epochs 2 --out "$heads" --quiet
+grep -q '"model": "multihead"' "$heads/config.json" && echo "OK config.json says multihead" || { echo "NOT OK config.json lacks the model"; failures=$((failures + 1)); }
+check "predict rebuilds the multi-head model" 0 "I love this" -- "$attograd" predict sentiment --checkpoint "$heads/last.safetensors" "I love this" --explain "$work/heads.svg"
+grep -q "mean of 2 heads" "$work/heads.svg" && echo "OK the heatmap averages the heads" || { echo "NOT OK heads heatmap"; failures=$((failures + 1)); }
+check "eval rebuilds the multi-head model" 0 "accuracy" -- "$attograd" eval sentiment --checkpoint "$heads/last.safetensors"
 
 bad="$work/bad"
 check "negative epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs -1 --out "$bad"
 check "zero epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs 0 --out "$bad"
 check "nan lr" 2 "--lr" -- "$attograd" train sentiment --lr nan --out "$bad"
 check "negative lr" 2 "--lr" -- "$attograd" train sentiment --lr -1 --out "$bad"
+check "heads not dividing dim" 1 "divisible by num_heads" -- "$attograd" train sentiment --heads 3 --out "$bad"
 check "zero batch size" 2 "--batch-size" -- "$attograd" train sentiment --batch-size 0 --out "$bad"
 check "zero threads" 2 "--threads" -- "$attograd" --threads 0 train sentiment --out "$bad"
 check "unknown flag" 2 "--bogus" -- "$attograd" train sentiment --bogus --out "$bad"

@@ -4,18 +4,25 @@
     the equivalent PyTorch module (safetensors-style: plain tensors by state_dict name, the
     "optimizer." entries skipped, strict load_state_dict) and compares its outputs with the ones
     attograd stored in attograd_<model>_io.safetensors.
+    Also loads each squares_<model>/best.safetensors that `attograd train squares` wrote into the
+    peer's PyTorch classes (seed 004's EncoderDecoderSelfAttn, or SquaresTransformer) and compares
+    its autoregressive predictions with squares_<model>/predictions.safetensors from
+    `attograd eval squares --predictions`.
 (b) Writes pytorch_<model>.safetensors (an attograd checkpoint made by PyTorch) and
     pytorch_<model>_io.safetensors (inputs, outputs) for the C++ test to reproduce.
 Exits non-zero on any mismatch. Usually run through tools/golden/interop.sh.
 Usage: /usr/bin/python3 tools/golden/interop.py <directory>
 """
+import glob
 import json
+import os
 import sys
 
 import torch
 
 from golden import load, save
 from seq2seq import DecoderSelfAttn, EncoderDecoderSelfAttn, EncoderSelfAttn
+from transformer import SquaresTransformer
 
 FORMAT, FORMAT_VERSION = "attograd-checkpoint", "1"
 CONFIGS = {
@@ -77,6 +84,39 @@ def check_attograd_checkpoint(directory, name):
     return all([compare(f"{label} {key}", out, io["output." + key]) for key, out in outputs.items()])
 
 
+def squares_model(config):
+    """The PyTorch peer of an `attograd train squares` checkpoint, and its autoregressive predict."""
+    n_features, source_len, target_len = 2, config["source_len"], config["target_len"]
+    if config["model"] == "selfattn":
+        sizes = (config["heads"], config["d_model"], config["ff_units"], n_features)
+        model = EncoderDecoderSelfAttn(EncoderSelfAttn(*sizes), DecoderSelfAttn(*sizes), source_len, target_len)
+        return model, model
+    model = SquaresTransformer(n_features, config["d_model"], config["heads"], config["layers"], config["ff_units"],
+                               max_len=source_len + target_len)
+
+    def predict(source):
+        inputs = source[:, -1:]
+        for _ in range(target_len):
+            inputs = torch.cat([inputs, model(source, inputs)[:, -1:]], dim=1)
+        return inputs[:, 1:]
+
+    return model, predict
+
+
+def check_squares_checkpoint(folder):
+    tensors, metadata = load(f"{folder}/best.safetensors")
+    config = json.loads(metadata["config"])
+    model, predict = squares_model(config)
+    model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("optimizer.")}, strict=True)
+    model.eval()
+    io, _ = load(f"{folder}/predictions.safetensors")
+    with torch.no_grad():
+        predicted = predict(io["source"])
+    mse = torch.nn.functional.mse_loss(predicted, io["target"]).item()
+    return compare(f"attograd → PyTorch squares {config['model']} predictions (PyTorch's MSE {mse:.6f})", predicted,
+                   io["predicted"])
+
+
 def make_inputs(name):
     if name == "mlp":
         return {"x": torch.randn(5, 4)}
@@ -104,6 +144,8 @@ def write_pytorch_checkpoint(directory, name):
 def main():
     directory = sys.argv[1]
     ok = all([check_attograd_checkpoint(directory, name) for name in CONFIGS])
+    squares = sorted(glob.glob(f"{directory}/squares_*"))
+    ok = all([check_squares_checkpoint(folder) for folder in squares]) and ok
     for name in CONFIGS:
         write_pytorch_checkpoint(directory, name)
     sys.exit(0 if ok else 1)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The attograd ⇄ PyTorch checkpoint round trip, both ways; exits non-zero on any mismatch.
-#   tools/golden/interop.sh [build-dir]     (default build/; builds nothing: needs tests/nn_tests)
+#   tools/golden/interop.sh [build-dir]     (default build/; builds nothing: needs tests/nn_tests
+#                                            and tools/attograd)
 # 1. nn_tests writes attograd checkpoints + their inputs/outputs into <build-dir>/interop/;
+#    `attograd train squares` (both models, 3 epochs) and `eval squares --predictions` add
+#    squares_<model>/best.safetensors and the predictions on the held-out squares;
 # 2. interop.py (Debian's PyTorch) loads them into the PyTorch modules and compares outputs,
 #    then writes PyTorch checkpoints + inputs/outputs;
 # 3. nn_tests loads those and reproduces PyTorch's outputs.
@@ -9,13 +12,20 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$(cd "${1:-$root/build}" && pwd)"
 tests="$build/tests/nn_tests"
+attograd="$build/tools/attograd"
 [ -x "$tests" ] || { echo "interop: $tests not found; build the nn_tests target first" >&2; exit 2; }
+[ -x "$attograd" ] || { echo "interop: $attograd not found; build the attograd target first" >&2; exit 2; }
 export ATTOGRAD_INTEROP_DIR="$build/interop"
 rm -rf "$ATTOGRAD_INTEROP_DIR"
 mkdir -p "$ATTOGRAD_INTEROP_DIR"
 
 echo "== attograd writes checkpoints"
 "$tests" --gtest_filter=Interop.WritesCheckpointsForPyTorch --gtest_brief=1
+for model in selfattn transformer; do
+  run="$ATTOGRAD_INTEROP_DIR/squares_$model"
+  "$attograd" train squares --model "$model" --epochs 3 --out "$run" --quiet >/dev/null
+  "$attograd" eval squares --checkpoint "$run/best.safetensors" --predictions "$run/predictions.safetensors"
+done
 echo "== PyTorch loads them, then writes its own"
 /usr/bin/python3 "$root/tools/golden/interop.py" "$ATTOGRAD_INTEROP_DIR"
 echo "== attograd reproduces PyTorch"

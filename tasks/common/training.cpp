@@ -1,0 +1,41 @@
+#include "tasks/common/training.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/safetensors.h"
+#include "engine/threads.h"
+
+namespace ag::tasks {
+
+std::string version() { return ATTOGRAD_VERSION; }
+
+std::string config_json(const TrainingOptions& options, const std::string& task_settings) {
+  nlohmann::json config = nlohmann::json::parse(task_settings);
+  config.update({{"epochs", options.epochs},
+                 {"lr", options.lr},
+                 {"batch_size", options.batch_size},
+                 {"seed", options.seed},
+                 {"threads", get_num_threads()},
+                 {"attograd_version", version()}});
+  return config.dump();
+}
+
+std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
+                                          const TrainingOptions& options, const std::string& config,
+                                          const std::map<std::string, std::string>& checkpoint_metadata) {
+  nn::TrainerOptions trainer_options{.epochs = options.epochs,
+                                     .batch_size = options.batch_size,
+                                     .seed = options.seed,
+                                     .out_dir = options.out,
+                                     .progress = !options.quiet,
+                                     .config = config,
+                                     .checkpoint_metadata = checkpoint_metadata};
+  nn::Trainer trainer(model, optimizer, task, trainer_options);
+  if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
+  std::filesystem::create_directories(options.out);
+  write_file_atomically(options.out + "/config.json", nlohmann::json::parse(config).dump(2) + "\n");
+  return trainer.fit();
+}
+
+}  // namespace ag::tasks

@@ -1,0 +1,37 @@
+// What every task's training run shares: the common settings (the CLI's common flags), and the
+// run itself: OUT/config.json, the Trainer (with --resume), the history it returns.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/trainer.h"
+
+namespace ag::tasks {
+
+// The flags every `train <task>` takes; each task sets its own defaults.
+struct TrainingOptions {
+  int64_t epochs = 100;
+  double lr = 1e-2;
+  int64_t batch_size = 16;
+  uint64_t seed = 0;
+  std::string out{};
+  std::string resume{};  // an OUT folder to continue
+  bool quiet = false;
+};
+
+// attograd's version (CMake's PROJECT_VERSION), stored in every config.
+std::string version();
+
+// The common settings, the thread count and the version merged into a task's settings
+// (a JSON object as text): the config stored in config.json and every checkpoint.
+std::string config_json(const TrainingOptions& options, const std::string& task_settings);
+
+// Writes OUT/config.json, runs the Trainer (continuing OUT/last.safetensors of options.resume)
+// and returns the whole history.
+std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
+                                          const TrainingOptions& options, const std::string& config,
+                                          const std::map<std::string, std::string>& checkpoint_metadata = {});
+
+}  // namespace ag::tasks

@@ -1,0 +1,157 @@
+#include "tasks/squares/task.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/safetensors.h"
+#include "nn/checkpoint.h"
+#include "nn/optim.h"
+#include "tasks/common/svg.h"
+#include "tasks/squares/plot.h"
+
+namespace ag::squares {
+
+namespace {
+
+// Whole squares (N, 4, 2) split into the given corners and the ones to predict.
+struct SourceTarget {
+  Tensor source;  // (N, 2, 2)
+  Tensor target;  // (N, 2, 2)
+};
+
+SourceTarget split(const Tensor& points) {
+  return {slice(points, 1, 0, kSourceLen), slice(points, 1, kSourceLen, kSourceLen + kTargetLen)};
+}
+
+class SquaresTask : public nn::TrainTask {
+ public:
+  SquaresTask(SquaresModel& model, std::vector<Square> train, const Tensor& test_points)
+      : model_(model), train_(std::move(train)), test_(split(test_points)) {}
+
+  int64_t train_size() const override { return static_cast<int64_t>(train_.size()); }
+
+  Tensor loss(const std::vector<int64_t>& batch) override {
+    const Tensor X = points_tensor(train_, batch);  // (B, 4, 2)
+    return mse_loss(model_.teacher_forced(X), split(X).target);
+  }
+
+  // The validation MSE of autoregressive predictions (eval mode) on the held-out squares.
+  std::map<std::string, double> evaluate() override {
+    return {{"val_loss", mse_loss(model_.predict(test_.source), test_.target).item()}};
+  }
+
+ private:
+  SquaresModel& model_;
+  std::vector<Square> train_;
+  SourceTarget test_;
+};
+
+nlohmann::json spec_json(const SquaresSpec& spec) {
+  return {{"n", spec.n}, {"seed", spec.seed}, {"noise", spec.noise}, {"variable_len", spec.variable_len}};
+}
+
+std::string task_settings(const SquaresOptions& o) {
+  const ModelConfig& m = o.model;
+  return nlohmann::json{{"task", "squares"},
+                        {"model", m.model},
+                        {"heads", m.heads},
+                        {"d_model", m.d_model},
+                        {"ff_units", m.ff_units},
+                        {"layers", m.layers},
+                        {"dropout", m.dropout},
+                        {"source_len", kSourceLen},
+                        {"target_len", kTargetLen},
+                        {"optimizer", "Adam"},
+                        {"train_data", spec_json(o.train_data)},
+                        {"test_data", spec_json(o.test_data)}}
+      .dump();
+}
+
+ModelConfig model_config_of(const nlohmann::json& config, const std::string& path) {
+  for (const char* key : {"model", "heads", "d_model", "ff_units", "layers", "dropout"})
+    AG_CHECK(config.contains(key), "{}: the checkpoint's config has no '{}'", path, key);
+  return {.model = config.at("model").get<std::string>(),
+          .heads = config.at("heads").get<int64_t>(),
+          .d_model = config.at("d_model").get<int64_t>(),
+          .ff_units = config.at("ff_units").get<int64_t>(),
+          .layers = config.at("layers").get<int64_t>(),
+          .dropout = config.at("dropout").get<double>()};
+}
+
+void write_plots(const std::string& out, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
+                 const Tensor& test_points, const SquaresSpec& test_spec) {
+  std::vector<double> train_losses, val_losses;
+  for (const nn::EpochRecord& r : history) {
+    train_losses.push_back(r.train_loss);
+    val_losses.push_back(r.metrics.at("val_loss"));
+  }
+  write_file_atomically(out + "/losses.svg", plot::line_chart("squares: MSE per epoch", "epoch", "MSE",
+                                                              {{"train (teacher forcing)", train_losses},
+                                                               {"validation (autoregressive)", val_losses}}));
+  const SourceTarget test = split(test_points);
+  const Tensor predicted = model.predict(test.source);
+  write_file_atomically(
+      out + "/predictions.svg",
+      predictions_svg(fmt::format("held-out squares (seed {}) after epoch {}: validation MSE {:.4f}", test_spec.seed,
+                                  history.back().epoch, history.back().metrics.at("val_loss")),
+                      test.source, test.target, predicted));
+}
+
+}  // namespace
+
+ModelConfig default_model_config(const std::string& model) {
+  if (model == "transformer") return {.model = model, .heads = 2, .d_model = 16, .ff_units = 32, .layers = 1};
+  return {.model = model};
+}
+
+double default_lr(const std::string& model) { return model == "transformer" ? 3e-3 : 1e-2; }
+
+int train(const SquaresOptions& options) {
+  const std::vector<Square> train_squares = generate_squares(options.train_data);
+  const Tensor test_points = points_tensor(generate_squares(options.test_data));
+  manual_seed(options.training.seed);
+  std::unique_ptr<SquaresModel> model = make_model(options.model);
+  nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
+  SquaresTask task(*model, train_squares, test_points);
+  const std::vector<nn::EpochRecord> history = tasks::run_training(
+      model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)));
+
+  model->module().eval();
+  NoGradGuard no_grad;
+  write_plots(options.training.out, history, *model, test_points, options.test_data);
+  const nn::EpochRecord& last = history.back();
+  double best = INFINITY;
+  for (const nn::EpochRecord& r : history) best = std::min(best, r.metrics.at("val_loss"));
+  fmt::print(
+      "epoch {}: train MSE {:.4f} (teacher forcing), validation MSE {:.4f} (autoregressive, {} held-out squares)\n",
+      last.epoch, last.train_loss, last.metrics.at("val_loss"), options.test_data.n);
+  fmt::print("best validation MSE {:.4f}\n", best);
+  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, predictions.svg, last.safetensors, best.safetensors\n",
+             options.training.out);
+  return 0;
+}
+
+int eval(const EvalOptions& options) {
+  const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
+  const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+  AG_CHECK(config.value("task", "") == "squares", "{}: a checkpoint of task '{}', expected 'squares'",
+           options.checkpoint, config.value("task", "?"));
+  std::unique_ptr<SquaresModel> model = make_model(model_config_of(config, options.checkpoint));
+  nn::load(options.checkpoint, model->module());
+  model->module().eval();
+  NoGradGuard no_grad;
+  const SourceTarget data = split(points_tensor(generate_squares(options.data)));
+  const Tensor predicted = model->predict(data.source);
+  const double mse = mse_loss(predicted, data.target).item();
+  if (!options.predictions.empty())
+    save_safetensors(options.predictions, {{"source", data.source}, {"target", data.target}, {"predicted", predicted}},
+                     {{"checkpoint", options.checkpoint}});
+  fmt::print("MSE {:.6f} on {} squares (seed {}, noise {}), model {} from {}\n", mse, options.data.n, options.data.seed,
+             options.data.noise, config.at("model").get<std::string>(), options.checkpoint);
+  return 0;
+}
+
+}  // namespace ag::squares

@@ -1,0 +1,36 @@
+// `attograd train squares` and `attograd eval squares`: seed 004's noisy squares, the first two
+// corners in, the last two out; a training set (seed 13) and a held-out test set (seed 19).
+#pragma once
+
+#include <string>
+
+#include "tasks/common/training.h"
+#include "tasks/squares/data.h"
+#include "tasks/squares/model.h"
+
+namespace ag::squares {
+
+struct SquaresOptions {
+  tasks::TrainingOptions training{.epochs = 100, .lr = 1e-2, .batch_size = 16, .seed = 0, .out = "runs/squares"};
+  ModelConfig model;
+  SquaresSpec train_data{.n = 128, .seed = 13};
+  SquaresSpec test_data{.n = 128, .seed = 19};
+};
+
+// The defaults of each model: seed 004's sizes for "selfattn"; for "transformer" the sizes, and
+// the learning rate, picked on seeds 0–2 (see tasks/squares/README.md).
+ModelConfig default_model_config(const std::string& model);
+double default_lr(const std::string& model);
+
+struct EvalOptions {
+  std::string checkpoint;  // written by `train squares`
+  SquaresSpec data{.n = 128, .seed = 19};
+  std::string predictions;  // if set: a safetensors file of "source", "target" and "predicted" (N, 2, 2)
+};
+
+// Returns the process exit code; throws ag::Error on bad input.
+int train(const SquaresOptions& options);
+// Prints the MSE of the checkpoint's autoregressive predictions on freshly generated squares.
+int eval(const EvalOptions& options);
+
+}  // namespace ag::squares
