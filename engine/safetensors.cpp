@@ -42,44 +42,96 @@ DType parse_dtype(const std::string& path, const std::string& name, const std::s
 
 std::string read_whole_file(const std::string& path) {
   AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a safetensors file", path);
+  // Before opening: opening a FIFO would block.
+  AG_CHECK(!std::filesystem::exists(path) || std::filesystem::is_regular_file(path),
+           "{}: is not a regular file, expected a safetensors file", path);
   std::ifstream in(path, std::ios::binary);
   AG_CHECK(in.good(), "{}: cannot open for reading: {}", path, std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  AG_CHECK(!in.bad(), "{}: read failed (is it a directory?)", path);
+  AG_CHECK(!in.bad(), "{}: read failed", path);
   return bytes;
+}
+
+constexpr const char* kChecksumKey = "attograd_checksum";
+
+// FNV-1a, 64 bits: small, and any single flipped bit changes it.
+uint64_t fnv1a(std::string_view bytes, uint64_t hash = 0xcbf29ce484222325ULL) {
+  for (char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return hash;
+}
+
+// Covers the header as canonical JSON (sorted keys, no padding, without the checksum itself) and
+// the data section, so a damaged shape or metadata value is caught as well as damaged data.
+std::string checksum(const nlohmann::json& header_without_checksum, std::string_view data) {
+  return fmt::format("fnv1a64:{:016x}", fnv1a(data, fnv1a(header_without_checksum.dump())));
+}
+
+// Compares the stored checksum, if the writer left one, with the file's content. Returns whether
+// there was one.
+bool verify_checksum(const std::string& source, nlohmann::json header, std::string_view data) {
+  if (!header.contains("__metadata__") || !header["__metadata__"].is_object()) return false;
+  nlohmann::json& metadata = header["__metadata__"];
+  if (!metadata.contains(kChecksumKey)) return false;
+  const nlohmann::json stored = metadata[kChecksumKey];
+  metadata.erase(kChecksumKey);
+  std::string actual;
+  try {
+    actual = checksum(header, data);
+  } catch (const nlohmann::json::exception& e) {  // e.g. invalid UTF-8 in a string
+    fail("{}: the file is corrupt: its header cannot be re-encoded: {}", source, e.what());
+  }
+  AG_CHECK(stored.is_string() && stored.get<std::string>() == actual,
+           "{}: the file is corrupt: its checksum is {}, its content hashes to {} (damaged on disk or in transfer?)",
+           source, stored.dump(), actual);
+  return true;
 }
 
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const std::string temporary = path + ".tmp";
+  const auto fail_removing_temporary = [&](const char* what, int error) {
+    ::unlink(temporary.c_str());
+    fail("{}: could not be written: {} failed: {}", path, what, std::strerror(error));
+  };
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   AG_CHECK(fd >= 0, "{}: cannot write: {}", path, std::strerror(errno));
   size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const int error = errno;
+      const int error = n == 0 ? EIO : errno;
       ::close(fd);
-      ::unlink(temporary.c_str());
-      fail("{}: write failed: {}", path, std::strerror(error));
+      fail_removing_temporary("write", error);
     }
     written += static_cast<size_t>(n);
   }
-  const bool synced = ::fsync(fd) == 0;
-  const bool closed = ::close(fd) == 0;
-  if (!synced || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
+  // The data must be on disk before the rename makes it the file: otherwise a power cut after
+  // the rename could leave an empty or partial file under the final name.
+  if (::fsync(fd) != 0) {
     const int error = errno;
-    ::unlink(temporary.c_str());
-    fail("{}: could not be written: {}", path, std::strerror(error));
+    ::close(fd);
+    fail_removing_temporary("fsync", error);
   }
+  if (::close(fd) != 0) fail_removing_temporary("close", errno);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail_removing_temporary("rename", errno);
+  // The rename itself is durable only once the folder is synced.
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  AG_CHECK(dir >= 0, "{}: cannot open its folder to sync it: {}", path, std::strerror(errno));
+  const bool synced = ::fsync(dir) == 0;
+  const int error = errno;
+  ::close(dir);
+  AG_CHECK(synced, "{}: fsync of its folder failed: {}", path, std::strerror(error));
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  AG_CHECK(!metadata.contains(kChecksumKey), "save_safetensors: metadata key '{}' is reserved", kChecksumKey);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  header["__metadata__"] = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : metadata) header["__metadata__"][key] = value;
   std::set<std::string> names;
   size_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
@@ -92,35 +144,43 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
+  std::string data;
+  data.reserve(offset);
+  for (const auto& [name, tensor] : tensors)
+    data.append(static_cast<const char*>(tensor.raw_data()), tensor.numel() * dtype_size(tensor.dtype()));
+  header["__metadata__"][kChecksumKey] = checksum(nlohmann::json::parse(header.dump()), data);
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string file(8, '\0');
   const uint64_t length = json.size();
   std::memcpy(file.data(), &length, 8);
   file += json;
-  for (const auto& [name, tensor] : tensors)
-    file.append(static_cast<const char*>(tensor.raw_data()), tensor.numel() * dtype_size(tensor.dtype()));
+  file += data;
   write_file_atomically(path, file);
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  const std::string bytes = read_whole_file(path);
+SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_whole_file(path), path); }
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
   AG_CHECK(bytes.size() >= 8, "{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", path,
            bytes.size());
   uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);
   AG_CHECK(length <= bytes.size() - 8, "{}: header length {} runs past the end of the {}-byte file (truncated?)", path,
            length, bytes.size());
+  const std::string_view header_text = bytes.substr(8, length);
+  // The JSON parser would stop at a NUL and ignore the rest: a damaged padding byte must not pass.
+  AG_CHECK(header_text.find('\0') == std::string_view::npos, "{}: the file is corrupt: a NUL byte in its header", path);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
+    header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: the header is not valid JSON: {}", path, e.what());
   }
   AG_CHECK(header.is_object(), "{}: the header is not a JSON object", path);
   const std::string_view data(bytes.data() + 8 + length, bytes.size() - 8 - length);
-
   SafetensorsFile file;
+  file.checksummed = verify_checksum(path, header, data);
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   std::vector<std::pair<uint64_t, std::pair<std::string, Tensor>>> by_offset;
   for (const auto& [name, entry] : header.items()) {
@@ -128,7 +188,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       AG_CHECK(entry.is_object(), "{}: __metadata__ is not an object", path);
       for (const auto& [key, value] : entry.items()) {
         AG_CHECK(value.is_string(), "{}: metadata '{}' is not a string", path, key);
-        file.metadata[key] = value.get<std::string>();
+        if (key != kChecksumKey) file.metadata[key] = value.get<std::string>();
       }
       continue;
     }

@@ -2,11 +2,14 @@
 // shape, data_offsets; optional "__metadata__" of string → string) padded with spaces to a
 // multiple of 8, then the raw little-endian data. Written to a temporary file and renamed into
 // place, so a crash never leaves a half-written file; read strictly, so a damaged file is
-// rejected with a message saying what is wrong.
+// rejected with a message saying what is wrong. attograd stores a checksum of the header and the
+// data in `__metadata__` ("attograd_checksum": FNV-1a 64) and verifies it when present, so a
+// flipped bit is caught too; files of other writers (PyTorch) carry none and load as before.
 #pragma once
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,15 +20,20 @@ namespace ag {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 struct SafetensorsFile {
-  NamedTensors tensors;  // in the order of their data in the file
-  std::map<std::string, std::string> metadata;
+  NamedTensors tensors;                         // in the order of their data in the file
+  std::map<std::string, std::string> metadata;  // without attograd's checksum
+  bool checksummed = false;                     // it carried attograd's checksum (and it matched)
 };
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile load_safetensors(const std::string& path);
+// The same from the file's bytes; `source` names them in errors.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
 
-// Writes `bytes` to path through a temporary file in the same folder, flushed and renamed.
+// Writes `bytes` to path durably: into `path.tmp`, fsync'd, renamed over path, then the folder
+// fsync'd. A crash at any moment leaves the old file or the new one (and perhaps a stale
+// `path.tmp`, which nothing reads and the next write replaces).
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
 }  // namespace ag

@@ -22,9 +22,11 @@ void check_format(const std::string& path, const Checkpoint& checkpoint) {
   AG_CHECK(version && *version == kCheckpointFormatVersion,
            "{}: checkpoint format_version '{}' is not supported; this build reads version {}", path,
            version ? *version : "(none)", kCheckpointFormatVersion);
+  // attograd always writes the checksum, so a checkpoint without one has lost it to damage.
+  AG_CHECK(checkpoint.checksummed, "{}: the file is corrupt: an attograd checkpoint without its checksum", path);
   const std::string* config = find_metadata(checkpoint, "config");
-  AG_CHECK(config && nlohmann::json::accept(*config), "{}: the checkpoint's config is {}", path,
-           config ? "not valid JSON" : "missing");
+  AG_CHECK(config && nlohmann::json::accept(*config) && nlohmann::json::parse(*config).is_object(),
+           "{}: the checkpoint's config is {}", path, config ? "not valid JSON or not an object" : "missing");
   const bool has_type = find_metadata(checkpoint, "optimizer") != nullptr;
   AG_CHECK(has_type == !checkpoint.optimizer.empty(),
            "{}: the metadata {} an optimizer type but the file has {} 'optimizer.' tensors", path,
@@ -66,6 +68,7 @@ void save(const std::string& path, const Module& module, const std::string& conf
 Checkpoint read_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   Checkpoint checkpoint;
+  checkpoint.checksummed = file.checksummed;
   checkpoint.metadata = std::move(file.metadata);
   for (auto& [name, tensor] : file.tensors) {
     if (starts_with_prefix(name))

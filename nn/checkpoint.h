@@ -20,6 +20,7 @@ inline constexpr const char* kCheckpointFormatVersion = "1";
 inline constexpr const char* kOptimizerPrefix = "optimizer.";
 
 struct Checkpoint {
+  bool checksummed = false;                     // as attograd writes them: required by read_checkpoint
   NamedTensors model;                           // by state_dict name
   NamedTensors optimizer;                       // names without the prefix; empty if none was saved
   std::map<std::string, std::string> metadata;  // all of __metadata__
@@ -32,7 +33,8 @@ void save(const std::string& path, const Module& module, const std::string& conf
           const Optimizer* optimizer = nullptr, const std::map<std::string, std::string>& metadata = {});
 
 // Reads and checks a checkpoint without a model: for its config, before building the model.
-// Rejects a file that is not an attograd checkpoint of a supported format version.
+// Rejects a file that is not an attograd checkpoint of a supported format version, or one whose
+// checksum is missing or does not match its content (a damaged file).
 Checkpoint read_checkpoint(const std::string& path);
 
 // Loads the model's tensors (strictly: missing, unexpected or wrong-shape entries are an error

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <cstring>
@@ -63,12 +64,12 @@ TEST(Safetensors, RoundTripsEveryDtypeScalarsEmptyTensorsAndMetadata) {
   }
 }
 
-TEST(Safetensors, WithoutMetadataHasNoMetadataEntry) {
+TEST(Safetensors, WithoutMetadataHoldsOnlyTheChecksum) {
   const TempDir dir;
   const fs::path path = dir / "plain.safetensors";
   save_safetensors(path, {{"x", ones({2})}});
-  EXPECT_EQ(read_bytes(path).find("__metadata__"), std::string::npos);
-  EXPECT_TRUE(load_safetensors(path).metadata.empty());
+  EXPECT_NE(read_bytes(path).find("\"__metadata__\":{\"attograd_checksum\":\"fnv1a64:"), std::string::npos);
+  EXPECT_TRUE(load_safetensors(path).metadata.empty()) << "the checksum is the format's, not the caller's";
 }
 
 TEST(Safetensors, RefusesToWriteUndefinedRepeatedOrReservedNames) {
@@ -179,6 +180,46 @@ TEST(Safetensors, BitFlipsInTheHeaderNeverCrashTheReader) {
   damaged[8] ^= 0x01;  // '{' becomes 'z'
   write_bytes(flipped, damaged);
   expect_error([&] { load_safetensors(flipped); }, {"not valid JSON"});
+}
+
+// With the checksum attograd writes, no single flipped bit anywhere (length, header, padding,
+// data) goes unnoticed: each one is an ag::Error, most of them saying "corrupt", or (a flip in
+// the checksum's own key) the file loads as one without a checksum, which checkpoints refuse.
+TEST(Safetensors, EveryFlippedBitOfAnAttogradFileIsRejected) {
+  const TempDir dir;
+  const fs::path good = dir / "good.safetensors";
+  save_safetensors(good, {{"w", tensor({1, 2, 3, 4, 5, 6}, {2, 3})}, {"b", ones({3}, DType::f64)}}, {{"k", "v"}});
+  const std::string bytes = read_bytes(good);
+  size_t corrupt = 0;
+  for (size_t at = 0; at < bytes.size(); ++at) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string damaged = bytes;
+      damaged[at] = static_cast<char>(damaged[at] ^ (1 << bit));
+      bool checksummed = true;
+      const std::string error =
+          error_of([&] { checksummed = parse_safetensors(damaged, "good.safetensors").checksummed; });
+      ASSERT_TRUE(error != "" || !checksummed) << "byte " << at << " bit " << bit << " went unnoticed";
+      corrupt += error.find("corrupt") != std::string::npos;
+    }
+  }
+  const size_t data_bits = 8 * (6 * 4 + 3 * 8);
+  EXPECT_GE(corrupt, data_bits) << "at least every flip in the data is reported as corruption";
+}
+
+TEST(Safetensors, FilesWithoutAChecksumStillLoad) {
+  const std::string header = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  const float one = 1.0f;
+  const SafetensorsFile file =
+      parse_safetensors(raw_file(header, std::string(reinterpret_cast<const char*>(&one), 4)), "pytorch.safetensors");
+  EXPECT_EQ(file.tensors.at(0).second.to_vector(), std::vector<double>{1});
+  EXPECT_FALSE(file.checksummed);
+}
+
+TEST(Safetensors, NonRegularFilesAreRefusedWithoutOpeningThem) {
+  const TempDir dir;
+  const fs::path fifo = dir / "pipe.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { load_safetensors(fifo); }, {"pipe.safetensors", "not a regular file"});  // would block if opened
 }
 
 TEST(Safetensors, OverwriteReplacesTheFileWholeAndLeavesNoTemporary) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "engine/autograd.h"
@@ -153,6 +154,25 @@ TEST(Checkpoint, RejectsFilesOfAnotherFormatOrVersion) {
         read_checkpoint(write({{"format", "attograd-checkpoint"}, {"format_version", "1"}}));
       },
       {"config is missing"});
+}
+
+// Every single flipped bit of a checkpoint (in the length, the header, the padding or the data)
+// is refused, whatever it hits, including the checksum's own key.
+TEST(Checkpoint, EveryFlippedBitIsRefused) {
+  const TempDir dir;
+  const fs::path path = dir / "model.safetensors";
+  save(path, *small_model(1, 2), kConfig);
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const fs::path damaged_path = dir / "damaged.safetensors";
+  for (size_t at = 0; at < bytes.size(); ++at) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string damaged = bytes;
+      damaged[at] = static_cast<char>(damaged[at] ^ (1 << bit));
+      std::ofstream(damaged_path, std::ios::binary) << damaged;
+      ASSERT_NE(error_of([&] { read_checkpoint(damaged_path); }), "") << "byte " << at << " bit " << bit;
+    }
+  }
 }
 
 TEST(Checkpoint, SaveChecksItsArguments) {
