@@ -44,7 +44,7 @@ void decode_generator(const std::string& text, Generator& gen) {
 nlohmann::json to_json(const std::vector<EpochRecord>& history) {
   nlohmann::json rows = nlohmann::json::array();
   for (const EpochRecord& r : history)
-    rows.push_back({{"epoch", r.epoch}, {"train_loss", r.train_loss}, {"metrics", r.metrics}, {"seconds", r.seconds}});
+    rows.push_back({{"epoch", r.epoch}, {"train_loss", r.train_loss}, {"metrics", r.metrics}});
   return rows;
 }
 
@@ -52,7 +52,7 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
   std::vector<EpochRecord> history;
   for (const auto& row : nlohmann::json::parse(text))
     history.push_back({row.at("epoch").get<int64_t>(), row.at("train_loss").get<double>(),
-                       row.at("metrics").get<std::map<std::string, double>>(), row.at("seconds").get<double>()});
+                       row.at("metrics").get<std::map<std::string, double>>()});
   return history;
 }
 
@@ -101,14 +101,34 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOp
 }
 
 void Trainer::resume(const std::string& last_checkpoint) {
+  check_same_run_kind(last_checkpoint, read_checkpoint(last_checkpoint));
   const Checkpoint checkpoint = load(last_checkpoint, model_, &optimizer_);
   const auto& meta = checkpoint.metadata;
   for (const char* key : {"history", "shuffle_rng", "default_rng", "best_val_loss"})
     AG_CHECK(meta.count(key), "{}: not a training checkpoint (no '{}' in its metadata)", last_checkpoint, key);
-  history_ = history_from_json(meta.at("history"));
+  try {
+    history_ = history_from_json(meta.at("history"));
+    best_val_loss_ = std::stod(meta.at("best_val_loss"));
+  } catch (const std::exception& e) {  // json's or stod's: name the file, not the parser
+    fail("{}: the training history in its metadata is malformed: {}", last_checkpoint, e.what());
+  }
   decode_generator(meta.at("shuffle_rng"), shuffle_);
   decode_generator(meta.at("default_rng"), default_generator());
-  best_val_loss_ = std::stod(meta.at("best_val_loss"));
+}
+
+void Trainer::check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const {
+  const nlohmann::json saved = nlohmann::json::parse(checkpoint.config());  // read_checkpoint checked it
+  const nlohmann::json current = nlohmann::json::parse(options_.config.empty() ? "{}" : options_.config);
+  for (const char* key : {"task", "model"}) {
+    const std::string want = current.contains(key) ? current[key].dump() : "(none)";
+    const std::string got = saved.is_object() && saved.contains(key) ? saved[key].dump() : "(none)";
+    AG_CHECK(want == got, "{}: cannot resume: the checkpoint's {} is {}, this run's is {}", path, key, got, want);
+  }
+  for (const auto& [key, value] : options_.checkpoint_metadata) {
+    const auto it = checkpoint.metadata.find(key);
+    AG_CHECK(it != checkpoint.metadata.end() && it->second == value,
+             "{}: cannot resume: the checkpoint's {} differs from this run's (other training data?)", path, key);
+  }
 }
 
 TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) const {
@@ -150,11 +170,11 @@ void Trainer::write_metrics() const {
   std::string csv = "epoch,train_loss";
   const std::map<std::string, double>& first = history_.front().metrics;
   for (const auto& [name, _] : first) csv += "," + name;
-  csv += ",seconds\n";
+  csv += "\n";
   for (const EpochRecord& r : history_) {
     csv += fmt::format("{},{:.9g}", r.epoch, r.train_loss);
     for (const auto& [name, _] : first) csv += fmt::format(",{:.9g}", r.metrics.count(name) ? r.metrics.at(name) : NAN);
-    csv += fmt::format(",{:.3f}\n", r.seconds);
+    csv += "\n";
   }
   write_file_atomically(options_.out_dir + "/metrics.csv", csv);
 }
@@ -174,14 +194,12 @@ void Trainer::save_epoch(const EpochRecord& record, bool best) {
 std::vector<EpochRecord> Trainer::fit() {
   if (!options_.out_dir.empty()) std::filesystem::create_directories(options_.out_dir);
   for (int64_t epoch = static_cast<int64_t>(history_.size()) + 1; epoch <= options_.epochs; ++epoch) {
-    const auto start = std::chrono::steady_clock::now();
-    EpochRecord record{epoch, train_epoch(epoch), {}, 0};
+    EpochRecord record{epoch, train_epoch(epoch), {}};
     {
       NoGradGuard no_grad;
       model_.eval();
       record.metrics = task_.evaluate();
     }
-    record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double val = record.metrics.count("val_loss") ? record.metrics.at("val_loss") : record.train_loss;
     const bool best = val < best_val_loss_;
     if (best) best_val_loss_ = val;

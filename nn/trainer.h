@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "nn/checkpoint.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 
@@ -37,7 +38,7 @@ struct EpochRecord {
   int64_t epoch = 0;  // from 1
   double train_loss = 0;
   std::map<std::string, double> metrics;
-  double seconds = 0;
+  // No wall time: metrics.csv and checkpoints must be the same bytes for the same seed.
 };
 
 // A non-finite loss: training stopped, the last good checkpoints are untouched.
@@ -54,11 +55,14 @@ class TrainingInterrupted : public Error {
 class Trainer {
  public:
   Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options);
-  // Continues from OUT/last.safetensors (model, optimizer, RNG states, epoch, history).
+  // Continues from OUT/last.safetensors (model, optimizer, RNG states, epoch, history). Refuses a
+  // checkpoint of another task or model, or whose options.checkpoint_metadata (the vocabulary)
+  // differs from this run's.
   void resume(const std::string& last_checkpoint);
   std::vector<EpochRecord> fit();
 
  private:
+  void check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const;
   double train_epoch(int64_t epoch);
   TrainingInterrupted interrupted(int64_t epoch, int64_t step) const;
   void save_epoch(const EpochRecord& record, bool best);

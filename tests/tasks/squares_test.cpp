@@ -99,18 +99,17 @@ std::string read_text(const std::filesystem::path& path) {
   return text.str();
 }
 
-// epoch,train_loss,val_loss per row (the seconds dropped).
+// epoch,train_loss,val_loss per row.
 std::vector<std::vector<double>> read_metrics(const std::filesystem::path& path) {
   std::istringstream csv(read_text(path));
   std::string line;
   std::getline(csv, line);
-  EXPECT_EQ(line, "epoch,train_loss,val_loss,seconds");
+  EXPECT_EQ(line, "epoch,train_loss,val_loss");
   std::vector<std::vector<double>> rows;
   while (std::getline(csv, line)) {
     std::vector<double> row;
     std::istringstream fields(line);
     for (std::string field; std::getline(fields, field, ',');) row.push_back(std::stod(field));
-    row.pop_back();
     rows.push_back(row);
   }
   return rows;
