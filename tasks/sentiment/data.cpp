@@ -44,7 +44,10 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
              label.substr(0, 20));
     Example example{line.substr(tab + 1), label == "1"};
     AG_CHECK(valid_utf8(example.text), "{}:{}: the text is not valid UTF-8", source, number);
-    AG_CHECK(!tokenize(example.text).empty(), "{}:{}: the text has no words", source, number);
+    const size_t words = tokenize(example.text).size();
+    AG_CHECK(words > 0, "{}:{}: the text has no words", source, number);
+    AG_CHECK(words <= kMaxWords, "{}:{}: the text has {} words, more than the {} a text may have", source, number,
+             words, kMaxWords);
     examples.push_back(std::move(example));
   }
   AG_CHECK(!examples.empty(), "{}: no examples (expected lines 'label<TAB>text')", source);
@@ -106,6 +109,8 @@ std::pair<Tensor, Tensor> Vocabulary::encode(const std::vector<std::string>& tex
     std::vector<int64_t> row;
     for (const std::string& w : tokenize(text)) row.push_back(index(w));
     if (row.empty()) row.push_back(kUnk);
+    AG_CHECK(row.size() <= kMaxWords, "encode: a text has {} words, more than the {} a text may have: '{}…'",
+             row.size(), kMaxWords, text.substr(0, 40));
     longest = std::max(longest, row.size());
     rows.push_back(std::move(row));
   }

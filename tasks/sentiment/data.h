@@ -15,8 +15,13 @@ struct Example {
   int label = 0;  // 1 positive, 0 negative
 };
 
+// The most words a text may have: attention is quadratic in it, so a runaway line (a whole file
+// without newlines) is an error instead of a multi-gigabyte attention matrix.
+inline constexpr size_t kMaxWords = 1000;
+
 // Lines "0<TAB>text" or "1<TAB>text"; blank lines and lines starting with '#' are skipped.
-// A malformed line is an error naming the file, its line number and what was expected.
+// A malformed line (no tab, another label, text that is not UTF-8, has no words or more than
+// kMaxWords) is an error naming the file, its line number and what was expected.
 std::vector<Example> read_tsv(const std::string& path);
 std::vector<Example> parse_tsv(const std::string& text, const std::string& source);
 
@@ -38,7 +43,8 @@ class Vocabulary {
   const std::vector<std::string>& words() const { return words_; }
 
   // Token indices of each text, padded with kPad to the longest: (N, T) i64, and the key-padding
-  // mask (N, T) b8, true at padding. Empty texts get one <unk> so no row is all padding.
+  // mask (N, T) b8, true at padding. Empty texts get one <unk> so no row is all padding. Bytes that
+  // are not UTF-8 are words like any other (unknown ones); more than kMaxWords words is an error.
   std::pair<Tensor, Tensor> encode(const std::vector<std::string>& texts) const;
 
  private:

@@ -124,6 +124,7 @@ namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
   AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a text file", path);
+  AG_CHECK(std::filesystem::is_regular_file(path), "{}: is not a regular file, expected a text file", path);
   std::ifstream in(path);
   AG_CHECK(in.good(), "{}: cannot open the text file", path);
   std::vector<std::string> lines;
@@ -160,9 +161,13 @@ struct TrainedClassifier {
     AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'", path,
              config.value("task", "?"));
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
-    vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
-    model = std::make_unique<SentimentClassifier>(vocab.size(), config.at("dim").get<int64_t>(),
-                                                  config.value("heads", int64_t{0}));
+    try {
+      vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
+      model = std::make_unique<SentimentClassifier>(vocab.size(), config.at("dim").get<int64_t>(),
+                                                    config.value("heads", int64_t{0}));
+    } catch (const std::exception& e) {  // json's errors name neither the file nor the setting's meaning
+      fail("{}: the checkpoint's vocabulary or model settings (dim, heads) are malformed: {}", path, e.what());
+    }
     nn::load(path, *model);
     model->eval();
   }

@@ -73,12 +73,16 @@ std::string task_settings(const SquaresOptions& o) {
 ModelConfig model_config_of(const nlohmann::json& config, const std::string& path) {
   for (const char* key : {"model", "heads", "d_model", "ff_units", "layers", "dropout"})
     AG_CHECK(config.contains(key), "{}: the checkpoint's config has no '{}'", path, key);
-  return {.model = config.at("model").get<std::string>(),
-          .heads = config.at("heads").get<int64_t>(),
-          .d_model = config.at("d_model").get<int64_t>(),
-          .ff_units = config.at("ff_units").get<int64_t>(),
-          .layers = config.at("layers").get<int64_t>(),
-          .dropout = config.at("dropout").get<double>()};
+  try {
+    return {.model = config.at("model").get<std::string>(),
+            .heads = config.at("heads").get<int64_t>(),
+            .d_model = config.at("d_model").get<int64_t>(),
+            .ff_units = config.at("ff_units").get<int64_t>(),
+            .layers = config.at("layers").get<int64_t>(),
+            .dropout = config.at("dropout").get<double>()};
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: the checkpoint's model settings have the wrong type: {}", path, e.what());
+  }
 }
 
 void write_plots(const std::string& out, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
