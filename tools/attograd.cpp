@@ -1,5 +1,5 @@
-// The `attograd` command-line program. Exit codes: 0 success, 1 runtime error (one message on
-// stderr), 2 usage error (with the usage line).
+// The `attograd` command-line program as a function (main.cpp calls it; so does the fuzz target).
+// Exit codes: 0 success, 1 runtime error (one message on stderr), 2 usage error (with the usage line).
 #include <iostream>
 #include <vector>
 
@@ -8,7 +8,7 @@
 #include "nn/trainer.h"
 #include "tools/commands.h"
 
-int main(int argc, char** argv) {
+int ag::cli::run(int argc, char** argv, Mode mode) {
   CLI::App app{"attograd: a small reverse-mode autograd engine for attention models"};
   app.set_version_flag("--version", "attograd 0.1.0");
   app.require_subcommand(1);
@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // prints the message (and usage); --help and --version are not errors
   }
+  if (mode == Mode::parse_only) return 0;
   if (threads > 0) ag::set_num_threads(threads);
   try {
     for (const ag::cli::Command& command : commands)

@@ -19,4 +19,9 @@ std::vector<Command> add_eval_commands(CLI::App& app);   // eval sentiment, eval
 Command add_predict_command(CLI::App& app);
 Command add_walkthrough_command(CLI::App& app);
 
+// The whole program: parses argv, runs the chosen subcommand, returns the exit code. parse_only
+// stops after parsing and checking the flags (the fuzz target drives it so, writing no files).
+enum class Mode { run, parse_only };
+int run(int argc, char** argv, Mode mode = Mode::run);
+
 }  // namespace ag::cli

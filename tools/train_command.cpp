@@ -1,4 +1,6 @@
 // `attograd train <task>`, `eval <task>` and `predict <task>`: map flags onto the tasks' options.
+#include <sys/resource.h>
+
 #include <cmath>
 
 #include "nn/trainer.h"
@@ -23,6 +25,12 @@ const CLI::Validator kPositiveFinite(
     "POSITIVE", "positive finite");
 
 const CLI::Range kCount(int64_t{1}, int64_t{1000000});
+
+void print_peak_memory() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  fmt::print("peak resident memory (RSS): {:.1f} MB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);  // in KiB
+}
 
 // The flags every `train <task>` takes, with the task's defaults shown. Returns --lr, whose default
 // may depend on other flags.
@@ -108,7 +116,17 @@ std::vector<Command> add_train_commands(CLI::App& app) {
   CLI::App* train =
       app.add_subcommand("train", "Train a task; writes OUT/config.json, metrics.csv, checkpoints, plots");
   train->require_subcommand(1);
-  return {add_train_sentiment(train), add_train_squares(train)};
+  // On `train` itself, so it may follow either task (options fall through to the parent).
+  auto report_memory = std::make_shared<bool>(false);
+  train->add_flag("--report-memory", *report_memory, "At the end, print the peak resident memory (RSS)");
+  std::vector<Command> commands = {add_train_sentiment(train), add_train_squares(train)};
+  for (Command& command : commands)
+    command.run = [run = command.run, report_memory] {
+      const int status = run();
+      if (*report_memory) print_peak_memory();
+      return status;
+    };
+  return commands;
 }
 
 std::vector<Command> add_eval_commands(CLI::App& app) {
