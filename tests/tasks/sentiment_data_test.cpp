@@ -60,5 +60,25 @@ TEST(SentimentData, MalformedLinesNameTheirLine) {
   EXPECT_EQ(parse_tsv("1\tcaf\xc3\xa9 ok\r\n", "d.tsv")[0].text, "caf\xc3\xa9 ok");
 }
 
+// Attention is quadratic in the words: a runaway text is an error naming its line, and the
+// longest allowed one still loads.
+TEST(SentimentData, TextsAreCappedAtKMaxWords) {
+  std::string longest;
+  for (size_t i = 0; i < kMaxWords; ++i) longest += "w ";
+  EXPECT_EQ(tokenize(parse_tsv("1\t" + longest + "\n", "d.tsv")[0].text).size(), kMaxWords);
+  expect_error([&] { parse_tsv("0\tok\n1\t" + longest + "one more\n", "d.tsv"); },
+               {"d.tsv:2", "1002 words", "more than the 1000"});
+  const Vocabulary vocab(std::vector<std::string>{"<pad>", "<unk>", "w"});
+  EXPECT_EQ(vocab.encode({longest}).first.size(1), static_cast<int64_t>(kMaxWords));
+  expect_error([&] { vocab.encode({longest + "w"}); }, {"1001 words", "more than the 1000"});
+}
+
+// Text to predict is not checked for UTF-8: stray bytes become (unknown) words, never a crash.
+TEST(SentimentData, BytesThatAreNotUtf8AreWordsLikeAnyOther) {
+  EXPECT_EQ(tokenize("bad \xff\xfe film"), (std::vector<std::string>{"bad", "\xff\xfe", "film"}));
+  const Vocabulary vocab(std::vector<std::string>{"<pad>", "<unk>", "bad"});
+  EXPECT_EQ(vocab.encode({"bad \xff\xfe"}).first.to_vector(), (std::vector<double>{2, 1}));
+}
+
 }  // namespace
 }  // namespace ag::sentiment
