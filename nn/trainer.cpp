@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -117,11 +118,11 @@ void Trainer::resume(const std::string& last_checkpoint) {
 }
 
 void Trainer::check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const {
-  const nlohmann::json saved = nlohmann::json::parse(checkpoint.config());  // read_checkpoint checked it
+  const nlohmann::json saved = nlohmann::json::parse(checkpoint.config());  // an object: read_checkpoint checked
   const nlohmann::json current = nlohmann::json::parse(options_.config.empty() ? "{}" : options_.config);
   for (const char* key : {"task", "model"}) {
     const std::string want = current.contains(key) ? current[key].dump() : "(none)";
-    const std::string got = saved.is_object() && saved.contains(key) ? saved[key].dump() : "(none)";
+    const std::string got = saved.contains(key) ? saved[key].dump() : "(none)";
     AG_CHECK(want == got, "{}: cannot resume: the checkpoint's {} is {}, this run's is {}", path, key, got, want);
   }
   for (const auto& [key, value] : options_.checkpoint_metadata) {

@@ -110,7 +110,8 @@ Tensor sum_kernel(const Tensor& x, const ReducePlan& plan, double scale) {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     if (block) {
-      const auto [outer, reduced, inner] = *block;
+      // Plain copies, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+      const int64_t outer = block->outer, reduced = block->reduced, inner = block->inner;
       // Parallel over output elements; each sums its (reduced) inputs at stride inner.
       parallel_for_ranges(outer * inner, reduced, [&](int64_t begin, int64_t end) {
         std::vector<double> acc(end - begin, 0.0);
