@@ -67,13 +67,26 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     }
     written += static_cast<size_t>(n);
   }
-  const bool synced = ::fsync(fd) == 0;
-  const bool closed = ::close(fd) == 0;
-  if (!synced || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
+  if (::close(fd) != 0 || std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temporary.c_str());
     fail("{}: could not be written: {}", path, std::strerror(error));
   }
+}
+
+bool sync_to_disk(const std::vector<std::string>& paths) {
+  auto sync = [](const std::string& path, int flags) {
+    const int fd = ::open(path.c_str(), O_RDONLY | flags);
+    if (fd < 0) return errno == ENOENT;  // nothing to keep
+    const bool synced = ::fsync(fd) == 0;
+    return ::close(fd) == 0 && synced;
+  };
+  bool all = true;
+  for (const std::string& path : paths) {
+    const std::string folder = std::filesystem::path(path).parent_path().string();
+    all = sync(path, 0) && sync(folder.empty() ? "." : folder, O_DIRECTORY) && all;
+  }
+  return all;
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

@@ -25,7 +25,14 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile load_safetensors(const std::string& path);
 
-// Writes `bytes` to path through a temporary file in the same folder, flushed and renamed.
+// Replaces `path` by `bytes` atomically: written to a temporary file in the same folder, then
+// renamed over it, so a reader, or a crash of this process at any instant, sees the old file or the
+// new one, never a part. It does not wait for the disk (an fsync costs milliseconds: a hundred
+// epochs' checkpoints would take longer than the training); sync_to_disk does.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// fsyncs each existing file of `paths` and the folders holding them, so a power cut cannot lose
+// them. False if one could not be synced (it does not throw: it also runs while an error unwinds).
+bool sync_to_disk(const std::vector<std::string>& paths);
 
 }  // namespace ag

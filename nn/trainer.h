@@ -56,9 +56,12 @@ class Trainer {
   Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options);
   // Continues from OUT/last.safetensors (model, optimizer, RNG states, epoch, history).
   void resume(const std::string& last_checkpoint);
+  // Trains up to options.epochs; with an out_dir, checkpoints every epoch and syncs them to the
+  // disk when it returns or throws.
   std::vector<EpochRecord> fit();
 
  private:
+  std::vector<EpochRecord> run_epochs();
   double train_epoch(int64_t epoch);
   TrainingInterrupted interrupted(int64_t epoch, int64_t step) const;
   void save_epoch(const EpochRecord& record, bool best);
