@@ -89,6 +89,7 @@ bool verify_checksum(const std::string& source, nlohmann::json header, std::stri
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
+  // One fixed name: a temporary a crash left behind is never read, and the next write replaces it.
   const std::string temporary = path + ".tmp";
   const auto fail_removing_temporary = [&](const char* what, int error) {
     ::unlink(temporary.c_str());
@@ -107,23 +108,23 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     }
     written += static_cast<size_t>(n);
   }
-  // The data must be on disk before the rename makes it the file: otherwise a power cut after
-  // the rename could leave an empty or partial file under the final name.
-  if (::fsync(fd) != 0) {
-    const int error = errno;
-    ::close(fd);
-    fail_removing_temporary("fsync", error);
-  }
   if (::close(fd) != 0) fail_removing_temporary("close", errno);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) fail_removing_temporary("rename", errno);
-  // The rename itself is durable only once the folder is synced.
-  const std::string folder = std::filesystem::path(path).parent_path().string();
-  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  AG_CHECK(dir >= 0, "{}: cannot open its folder to sync it: {}", path, std::strerror(errno));
-  const bool synced = ::fsync(dir) == 0;
-  const int error = errno;
-  ::close(dir);
-  AG_CHECK(synced, "{}: fsync of its folder failed: {}", path, std::strerror(error));
+}
+
+bool sync_to_disk(const std::vector<std::string>& paths) {
+  auto sync = [](const std::string& path, int flags) {
+    const int fd = ::open(path.c_str(), O_RDONLY | flags);
+    if (fd < 0) return errno == ENOENT;  // nothing to keep
+    const bool synced = ::fsync(fd) == 0;
+    return ::close(fd) == 0 && synced;
+  };
+  bool all = true;
+  for (const std::string& path : paths) {
+    const std::string folder = std::filesystem::path(path).parent_path().string();
+    all = sync(path, 0) && sync(folder.empty() ? "." : folder, O_DIRECTORY) && all;
+  }
+  return all;
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

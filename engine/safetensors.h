@@ -31,9 +31,15 @@ SafetensorsFile load_safetensors(const std::string& path);
 // The same from the file's bytes; `source` names them in errors.
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
 
-// Writes `bytes` to path durably: into `path.tmp`, fsync'd, renamed over path, then the folder
-// fsync'd. A crash at any moment leaves the old file or the new one (and perhaps a stale
-// `path.tmp`, which nothing reads and the next write replaces).
+// Replaces `path` by `bytes` atomically: written to `path.tmp`, then renamed over it, so a reader,
+// or a crash of this process at any instant, sees the old file or the new one, never a part (a
+// stale `path.tmp` may stay: nothing reads it, the next write replaces it). It does not wait for
+// the disk (an fsync costs milliseconds: a hundred epochs' checkpoints would take longer than the
+// training); sync_to_disk does.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// fsyncs each existing file of `paths` and the folders holding them, so a power cut cannot lose
+// them. False if one could not be synced (it does not throw: it also runs while an error unwinds).
+bool sync_to_disk(const std::vector<std::string>& paths);
 
 }  // namespace ag

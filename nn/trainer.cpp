@@ -193,7 +193,25 @@ void Trainer::save_epoch(const EpochRecord& record, bool best) {
 }
 
 std::vector<EpochRecord> Trainer::fit() {
-  if (!options_.out_dir.empty()) std::filesystem::create_directories(options_.out_dir);
+  if (options_.out_dir.empty()) return run_epochs();
+  std::filesystem::create_directories(options_.out_dir);
+  // Each epoch's files are replaced atomically but not synced (that would cost more than the
+  // epoch); the run's last ones are synced once, when it ends or stops (Ctrl-C, a NaN loss).
+  const std::vector<std::string> files = {options_.out_dir + "/last.safetensors",
+                                          options_.out_dir + "/best.safetensors", options_.out_dir + "/metrics.csv"};
+  std::vector<EpochRecord> history;
+  try {
+    history = run_epochs();
+  } catch (...) {
+    sync_to_disk(files);  // best effort: the error that stopped the run is the one to report
+    throw;
+  }
+  AG_CHECK(sync_to_disk(files), "{}: the checkpoints could not be flushed to the disk: {}", options_.out_dir,
+           std::strerror(errno));
+  return history;
+}
+
+std::vector<EpochRecord> Trainer::run_epochs() {
   for (int64_t epoch = static_cast<int64_t>(history_.size()) + 1; epoch <= options_.epochs; ++epoch) {
     EpochRecord record{epoch, train_epoch(epoch), {}};
     {

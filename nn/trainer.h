@@ -59,10 +59,13 @@ class Trainer {
   // checkpoint of another task or model, or whose options.checkpoint_metadata (the vocabulary)
   // differs from this run's.
   void resume(const std::string& last_checkpoint);
+  // Trains up to options.epochs; with an out_dir, checkpoints every epoch and syncs them to the
+  // disk when it returns or throws.
   std::vector<EpochRecord> fit();
 
  private:
   void check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const;
+  std::vector<EpochRecord> run_epochs();
   double train_epoch(int64_t epoch);
   TrainingInterrupted interrupted(int64_t epoch, int64_t step) const;
   void save_epoch(const EpochRecord& record, bool best);

@@ -1,16 +1,40 @@
 #include "engine/kernels/onednn.h"
 
+#include <omp.h>
+
 #include <atomic>
 #include <memory>
 #include <unordered_map>
 
 #include "engine/kernels/dnnl_compat.h"
+#include "engine/kernels/parallel.h"
 
 namespace ag::onednn {
 
+namespace {
+
+// Sets OpenMP's thread count for oneDNN (which reads it when a primitive is built and when it
+// runs) for the scope's life; restores the caller's on leaving.
+class ThreadsScope {
+ public:
+  explicit ThreadsScope(int threads) : caller_(omp_get_max_threads()) {
+    if (threads != caller_) omp_set_num_threads(threads);
+  }
+  ~ThreadsScope() {
+    if (omp_get_max_threads() != caller_) omp_set_num_threads(caller_);
+  }
+  ThreadsScope(const ThreadsScope&) = delete;
+  ThreadsScope& operator=(const ThreadsScope&) = delete;
+
+ private:
+  int caller_;
+};
+
+}  // namespace
+
 class Primitive {
  public:
-  explicit Primitive(const Built& built) : primitive_(built.primitive) {
+  Primitive(const Built& built, int threads) : primitive_(built.primitive), threads_(threads) {
     for (const auto& [id, desc] : built.args) args_.emplace(id, dnnl::memory(desc, cpu_engine(), nullptr));
   }
 
@@ -20,6 +44,7 @@ class Primitive {
       auto arg = args_.find(id);
       if (arg != args_.end()) arg->second.set_data_handle(const_cast<void*>(pointer));
     }
+    ThreadsScope scope(threads_);
     primitive_.execute(stream, args_);
     stream.wait();
   }
@@ -27,6 +52,7 @@ class Primitive {
  private:
   dnnl::primitive primitive_;
   std::unordered_map<int, dnnl::memory> args_;  // memory objects reused: only their pointers change
+  int threads_;                                 // what it was built for
 };
 
 namespace {
@@ -44,16 +70,19 @@ thread_local bool enabled = true;
 
 }  // namespace
 
-Primitive* cached(const Key& key, const std::function<Built()>& make) {
+Primitive* cached(Key key, int64_t work, const std::function<Built()>& make) {
   static thread_local std::unordered_map<Key, std::unique_ptr<Primitive>, KeyHash> cache;
   if (!enabled) return nullptr;
+  const int threads = work < kParallelGrain ? 1 : omp_get_max_threads();
+  key.push_back(threads);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second.get();
   ++created;
   std::unique_ptr<Primitive> primitive;
   try {
+    ThreadsScope scope(threads);
     const Built built = make();
-    if (built.impl.rfind("ref", 0) != 0) primitive = std::make_unique<Primitive>(built);
+    if (built.impl.rfind("ref", 0) != 0) primitive = std::make_unique<Primitive>(built, threads);
   } catch (const dnnl::error&) {
     // oneDNN does not take this problem: the caller's own kernel runs it
   }

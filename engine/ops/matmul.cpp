@@ -161,7 +161,8 @@ bool matmul_onednn(const float* pa, const float* pb, float* po, const MatmulPlan
   onednn::Key key{static_cast<int64_t>(onednn::Op::matmul), p.ta, p.tb, std::bit_cast<int32_t>(scale)};
   key.insert(key.end(), a_dims.begin(), a_dims.end());
   key.insert(key.end(), b_dims.begin(), b_dims.end());
-  onednn::Primitive* primitive = onednn::cached(key, [&] {
+  const int64_t multiply_adds = numel(p.batch) * p.m * p.n * p.k;
+  onednn::Primitive* primitive = onednn::cached(std::move(key), multiply_adds, [&] {
     return onednn::make_matmul(onednn::f32_desc(a_dims, a_strides), onednn::f32_desc(b_dims, b_strides),
                                onednn::f32_desc(c_dims), scale);
   });

@@ -79,7 +79,7 @@ struct NormProblem {
 // out, mean and variance (rows) on oneDNN; false if oneDNN does not take it.
 bool layer_norm_forward_onednn(const NormProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
                                Tensor& mean, Tensor& var) {
-  onednn::Primitive* primitive = onednn::cached(p.key(onednn::Op::layer_norm_forward), [&] {
+  onednn::Primitive* primitive = onednn::cached(p.key(onednn::Op::layer_norm_forward), p.rows * p.cols, [&] {
     return onednn::make_layer_norm_forward(onednn::f32_desc({p.rows, p.cols}), p.eps, p.scale, p.shift);
   });
   if (primitive == nullptr) return false;
@@ -95,7 +95,7 @@ bool layer_norm_forward_onednn(const NormProblem& p, const Tensor& x, const Tens
 // dx, dw, db on oneDNN (dw, db only with weight / bias); false if oneDNN does not take it.
 bool layer_norm_backward_onednn(const NormProblem& p, const Tensor& x, const Tensor& w, const Tensor& mean,
                                 const Tensor& var, const Tensor& g, std::vector<Tensor>& grads) {
-  onednn::Primitive* primitive = onednn::cached(p.key(onednn::Op::layer_norm_backward), [&] {
+  onednn::Primitive* primitive = onednn::cached(p.key(onednn::Op::layer_norm_backward), p.rows * p.cols, [&] {
     return onednn::make_layer_norm_backward(onednn::f32_desc({p.rows, p.cols}), p.eps, p.scale, p.shift);
   });
   if (primitive == nullptr) return false;

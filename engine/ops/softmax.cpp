@@ -83,7 +83,7 @@ constexpr int64_t kOneDnnSoftmaxMin = 256;
 bool softmax_onednn(const Tensor& x, Tensor& y, const RowPlan& p, bool log) {
   const onednn::Dims dims{p.outer, p.size, p.inner};
   const auto op = log ? onednn::Op::log_softmax : onednn::Op::softmax;
-  onednn::Primitive* primitive = onednn::cached({static_cast<int64_t>(op), p.outer, p.size, p.inner},
+  onednn::Primitive* primitive = onednn::cached({static_cast<int64_t>(op), p.outer, p.size, p.inner}, x.numel(),
                                                 [&] { return onednn::make_softmax(onednn::f32_desc(dims), 1, log); });
   if (primitive == nullptr) return false;
   onednn::execute(*primitive, {{DNNL_ARG_SRC, x.data<float>()}, {DNNL_ARG_DST, y.data<float>()}});

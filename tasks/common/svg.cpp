@@ -102,6 +102,7 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
                      escape(x_label));
   svg += fmt::format("<text x=\"16\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {0})\">{1}</text>\n",
                      top + plot_h / 2, escape(y_label));
+  double legend_x = left;
   for (size_t k = 0; k < series.size(); ++k) {
     const char* colour = kPalette[k % std::size(kPalette)];
     std::string points;
@@ -109,11 +110,12 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
       if (std::isfinite(series[k].values[i]))
         points += fmt::format("{:.1f},{:.1f} ", x_at(static_cast<double>(i + 1)), y_at(series[k].values[i]));
     svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colour, points);
-    // The legend sits in a row between the title and the plot, where no line can cross it.
-    const double legend_x = left + 160.0 * static_cast<double>(k);
+    // The legend sits in a row between the title and the plot, where no line can cross it; each
+    // entry takes the width of its name (about 7 px per character at the default font size).
     svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"42\" y2=\"42\" stroke=\"{2}\" stroke-width=\"3\"/>\n",
                        legend_x, legend_x + 20, colour);
     svg += fmt::format("<text x=\"{}\" y=\"46\">{}</text>\n", legend_x + 26, escape(series[k].name));
+    legend_x += 26 + 7.5 * static_cast<double>(series[k].name.size()) + 24;
   }
   return svg + "</svg>\n";
 }

@@ -175,6 +175,24 @@ TEST(FastPath, NoPrimitiveIsCreatedInTheSteadyState) {
   EXPECT_EQ(onednn::primitives_created(), after_first);
 }
 
+TEST(FastPath, APrimitiveIsRebuiltForANewThreadCountAndSmallOnesLeaveTheCountAlone) {
+  Generator gen(15);
+  const Tensor a = randn({256, 256}, DType::f32, gen);     // 16.7M multiply-adds: parallel
+  const Tensor s = randn({16, 3, 4, 4}, DType::f32, gen);  // 768 elements: on the calling thread
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  matmul(a, a);
+  const int64_t built_for_one = onednn::primitives_created();
+  matmul(a, a);
+  EXPECT_EQ(onednn::primitives_created(), built_for_one);
+  set_num_threads(2);
+  matmul(a, a);  // oneDNN fixed the first one's thread count when it was built
+  EXPECT_EQ(onednn::primitives_created(), built_for_one + 1);
+  softmax(s, -1);
+  EXPECT_EQ(get_num_threads(), 2);  // the small problem's single thread does not leak out
+  set_num_threads(threads);
+}
+
 TEST(FastPath, ResultsDoNotDependOnTheThreadCount) {
   auto [a64, a32] = random_pair({8192, 128}, 14);
   const int threads = get_num_threads();
