@@ -56,6 +56,9 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
 
 std::vector<Example> read_tsv(const std::string& path) {
   AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a data file", path);
+  // Before opening: reading a FIFO or a device could block or never end.
+  AG_CHECK(!std::filesystem::exists(path) || std::filesystem::is_regular_file(path),
+           "{}: is not a regular file, expected a data file", path);
   std::ifstream in(path, std::ios::binary);
   AG_CHECK(in.good(), "{}: cannot open the data file", path);
   std::ostringstream text;

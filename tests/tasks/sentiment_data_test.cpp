@@ -57,6 +57,7 @@ TEST(SentimentData, MalformedLinesNameTheirLine) {
   expect_error([] { parse_tsv("\n# only comments\n", "d.tsv"); }, {"d.tsv", "no examples"});
   expect_error([] { read_tsv("/nonexistent/data.tsv"); }, {"/nonexistent/data.tsv", "cannot open"});
   expect_error([] { read_tsv("/tmp"); }, {"/tmp", "directory"});
+  expect_error([] { read_tsv("/dev/null"); }, {"/dev/null", "not a regular file"});
   EXPECT_EQ(parse_tsv("1\tcaf\xc3\xa9 ok\r\n", "d.tsv")[0].text, "caf\xc3\xa9 ok");
 }
 

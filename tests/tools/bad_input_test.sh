@@ -73,6 +73,7 @@ bad "bit flipped in the header" 1 "flipped-header.safetensors" -- "${eval_s[@]}"
 bad "tensor of the wrong shape" 1 "the model expects (109,16)" -- "${eval_s[@]}" "$ckpt/shape.safetensors"
 bad "tensor of the wrong dtype" 1 "f64, the model expects (109,16) f32" -- "${eval_s[@]}" "$ckpt/dtype.safetensors"
 bad "not a checkpoint (metrics.csv)" 1 "metrics.csv" -- "${eval_s[@]}" "$good/metrics.csv"
+bad "checkpoint is an endless device" 1 "/dev/zero: is not a regular file" -- "${eval_s[@]}" /dev/zero
 bad "predict: squares checkpoint" 1 "expected 'sentiment'" -- "$attograd" predict sentiment --checkpoint "$squares/last.safetensors" "hi"
 bad "eval squares: sentiment checkpoint" 1 "expected 'squares'" -- "$attograd" eval squares --checkpoint "$good/last.safetensors"
 bad "eval squares: corrupt checkpoint" 1 "corrupt" -- "$attograd" eval squares --checkpoint "$ckpt/flipped-data.safetensors"
@@ -117,6 +118,8 @@ printf '1\tgood film\n0\tbad \xff\xfe film\n' >"$data/latin.tsv"
 bad "missing data file" 2 "no-such.tsv" -- "${train_s[@]}" --data "$data/no-such.tsv"
 bad "data file is a directory" 2 "directory" -- "${train_s[@]}" --data "$data"
 bad "empty data file" 1 "no examples" -- "${train_s[@]}" --data "$data/empty.tsv"
+bad "data file is an endless device" 1 "/dev/zero: is not a regular file" -- "${train_s[@]}" --data /dev/zero
+bad "predict --file an endless device" 1 "/dev/zero: is not a regular file" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file /dev/zero
 bad "line without a tab" 1 "notab.tsv:2: expected 'label<TAB>text'" -- "${train_s[@]}" --data "$data/notab.tsv"
 bad "label other than 0/1" 1 "label.tsv:2: label must be 0 or 1" -- "${train_s[@]}" --data "$data/label.tsv"
 bad "non-UTF-8 text" 1 "latin.tsv:2: the text is not valid UTF-8" -- "${train_s[@]}" --data "$data/latin.tsv"
