@@ -10,6 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN; its CMake config needs the OpenCL headers
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  graphviz  # `attograd graph --format svg` runs its dot
 )
 
 missing=()
