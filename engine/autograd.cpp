@@ -105,7 +105,7 @@ void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inp
     node->saved.push_back(std::move(entry));
   }
   node->backward = std::move(backward);
-  if (anomaly_detection_enabled()) check_forward_anomaly(*node, out);
+  if (anomaly_detection_enabled()) check_forward_anomaly(*node, out, inputs);
   out.impl()->grad_fn = std::move(node);
 }
 

@@ -63,18 +63,31 @@ struct NonFinite {
   const char* what = "";
 };
 
+enum class Look { nan, inf, either };
+
 template <typename T>
-NonFinite first_non_finite(const T* data, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(data[i])) return {i, std::isnan(data[i]) ? "NaN" : "Inf"};
+NonFinite first_non_finite(const T* data, int64_t n, Look look) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(data[i]) && look != Look::inf) return {i, "NaN"};
+    if (std::isinf(data[i]) && look != Look::nan) return {i, "Inf"};
+  }
   return {};
 }
 
-NonFinite first_non_finite(const Tensor& t) {
+NonFinite first_non_finite(const Tensor& t, Look look = Look::either) {
   if (!t.defined()) return {};
-  if (t.dtype() == DType::f32) return first_non_finite(t.data<float>(), t.numel());
-  if (t.dtype() == DType::f64) return first_non_finite(t.data<double>(), t.numel());
+  if (t.dtype() == DType::f32) return first_non_finite(t.data<float>(), t.numel(), look);
+  if (t.dtype() == DType::f64) return first_non_finite(t.data<double>(), t.numel(), look);
   return {};
+}
+
+// Did the op make an Inf itself? Not if an input already held one (it only passed it on), nor for
+// masked_fill, whose fill value -inf is how attention hides keys.
+bool may_create_inf(const Node& node, std::span<const Tensor> inputs) {
+  if (node.name == "MaskedFillBackward") return false;
+  for (const Tensor& input : inputs)
+    if (first_non_finite(input, Look::inf).index >= 0) return false;
+  return true;
 }
 
 std::string input_shapes(const Node& node) {
@@ -85,12 +98,25 @@ std::string input_shapes(const Node& node) {
 
 }  // namespace
 
-void check_forward_anomaly(const Node& node, const Tensor& output) {
-  const NonFinite bad = first_non_finite(output);
+// "(16,2,2) finite, (2,2) holding NaN": where the non-finite values came from.
+std::string describe_inputs(std::span<const Tensor> inputs) {
+  std::string text;
+  for (const Tensor& input : inputs) {
+    if (!input.defined()) continue;
+    const NonFinite bad = first_non_finite(input);
+    text += (text.empty() ? "" : ", ") + shape_str(input.shape()) +
+            (bad.index < 0 ? std::string(" finite") : std::string(" holding ") + bad.what);
+  }
+  return text.empty() ? "none" : text;
+}
+
+void check_forward_anomaly(const Node& node, const Tensor& output, std::span<const Tensor> inputs) {
+  NonFinite bad = first_non_finite(output, Look::nan);
+  if (bad.index < 0 && may_create_inf(node, inputs)) bad = first_non_finite(output, Look::inf);
   AG_CHECK(bad.index < 0,
            "anomaly detected in forward: {} in module scope {} produced {} at element {} of its output {}; its "
            "inputs: {}",
-           op_of(node), scope_of(node), bad.what, bad.index, shape_str(output.shape()), input_shapes(node));
+           op_of(node), scope_of(node), bad.what, bad.index, shape_str(output.shape()), describe_inputs(inputs));
 }
 
 void check_backward_anomaly(const Node& node, std::span<const Tensor> grads) {

@@ -49,7 +49,9 @@ uint64_t next_node_sequence();
 
 // While one is alive, every recorded op's output and every gradient a backward function returns
 // is checked for NaN and Inf; the first one throws an ag::Error naming the op, the module scope
-// where it was created, its input shapes and whether it happened in forward or backward.
+// where it was created, its input shapes and whether it happened in forward or backward. In the
+// forward, an Inf counts only where the op created it: not passed on from an input, and not
+// masked_fill's fill value (-inf hides attention keys on purpose).
 class DetectAnomalyGuard {
  public:
   explicit DetectAnomalyGuard(bool enabled = true);
@@ -62,8 +64,9 @@ class DetectAnomalyGuard {
 };
 
 bool anomaly_detection_enabled();
-// Throws if `output` (the output of `node`, just recorded) holds a NaN or Inf.
-void check_forward_anomaly(const Node& node, const Tensor& output);
+// Throws if `output` (the output of `node`, just recorded from `inputs`) holds a NaN, or an Inf
+// the op created.
+void check_forward_anomaly(const Node& node, const Tensor& output, std::span<const Tensor> inputs);
 // Throws if a gradient `node`'s backward returned holds a NaN or Inf.
 void check_backward_anomaly(const Node& node, std::span<const Tensor> grads);
 

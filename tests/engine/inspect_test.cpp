@@ -1,5 +1,7 @@
 // Scopes, graph export, backward trace and anomaly mode on small hand-built graphs whose
 // structure and gradients are known without the engine.
+#include "engine/inspect.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <sstream>
 
 #include "engine/graph.h"
-#include "engine/inspect.h"
 #include "engine/ops.h"
 
 namespace ag {
@@ -54,8 +55,8 @@ TEST(Scope, NodesRecordTheDottedPathOfTheGuardsAround) {
 
 TEST(Scope, NodesRecordShapeDtypeSavedBytesAndCreationOrder) {
   Tensor x = ones({2, 3}, DType::f64).requires_grad_();
-  Tensor y = exp(x);           // saves its output: 6 f64 = 48 bytes
-  Tensor z = sum(y);           // saves nothing
+  Tensor y = exp(x);                     // saves its output: 6 f64 = 48 bytes
+  Tensor z = sum(y);                     // saves nothing
   Tensor m = matmul(x, x, false, true);  // saves both inputs: 2 × 48
   EXPECT_EQ(y.grad_fn()->shape, (Shape{2, 3}));
   EXPECT_EQ(y.grad_fn()->dtype, DType::f64);
@@ -149,9 +150,7 @@ TEST(Graph, DotHasEveryNodeEveryGradientEdgeAndNestedClusters) {
   EXPECT_LT(outer, inner);  // nested: the head's cluster is written inside the block's
 }
 
-TEST(Graph, OfATensorWithoutGraphIsAnError) {
-  EXPECT_THROW(capture_graph(ones({2})), Error);
-}
+TEST(Graph, OfATensorWithoutGraphIsAnError) { EXPECT_THROW(capture_graph(ones({2})), Error); }
 
 // loss = sum(exp(2x)): the gradient norms along the chain, computed here by hand.
 TEST(BackwardTrace, VisitsNodesInOrderWithTheGradientNormsOfTheChainRule) {
@@ -224,12 +223,11 @@ TEST(Anomaly, ForwardNaNNamesTheOpItsScopeAndItsInputs) {
     const ScopeGuard scope("encoder");
     const ScopeGuard inner("block");
     Tensor shifted = add(x, -2.5);  // (-1.5, -0.5, 0.5)
-    Tensor bad = log(shifted);     // NaN at elements 0 and 1
+    Tensor bad = log(shifted);      // NaN at elements 0 and 1
   });
-  EXPECT_NE(message.find("in forward: log in module scope encoder.block produced NaN at element 0"),
-            std::string::npos)
+  EXPECT_NE(message.find("in forward: log in module scope encoder.block produced NaN at element 0"), std::string::npos)
       << message;
-  EXPECT_NE(message.find("inputs: (3)"), std::string::npos) << message;
+  EXPECT_NE(message.find("inputs: (3) finite"), std::string::npos) << message;
 }
 
 TEST(Anomaly, BackwardInfNamesTheForwardOpAndSaysBackward) {
@@ -245,6 +243,20 @@ TEST(Anomaly, BackwardInfNamesTheForwardOpAndSaysBackward) {
             std::string::npos)
       << message;
   EXPECT_NE(message.find("returned Inf at element 0 of the gradient for input 0"), std::string::npos) << message;
+}
+
+TEST(Anomaly, AnInfTheOpCreatedIsOneButMaskingWithMinusInfIsNot) {
+  Tensor scores = tensor({0.5, 1.0, -0.5, 2.0}, {2, 2}).requires_grad_();
+  const DetectAnomalyGuard anomaly;
+  // Causal masking writes -inf on purpose; the ops after it pass it on; softmax makes it 0.
+  Tensor masked = masked_fill(scores, causal_mask(2), -INFINITY);
+  Tensor weights = softmax(mul(masked, 0.5), -1);
+  EXPECT_NO_THROW(sum(weights).backward());
+  EXPECT_EQ(weights.at({0, 1}), 0.0);
+  // exp overflowing float makes an Inf of finite inputs.
+  const std::string message = error_of([&] { exp(mul(scores, 100.0)); });
+  EXPECT_NE(message.find("in forward: exp in module scope (root) produced Inf at element 1"), std::string::npos)
+      << message;
 }
 
 TEST(Anomaly, OffLetsNonFiniteValuesThrough) {

@@ -48,5 +48,12 @@ check "help shows defaults" 0 "=text" -- "$attograd" graph squares --help
 check "sentiment" 0 "scaled_dot_product_attention" -- "$attograd" graph sentiment --heads 2 --format text
 check "sentiment trace" 0 "backward summary" -- "$attograd" graph sentiment --format text --trace-backward
 
+# train's inspection flags: the trace of the first step, and anomaly mode naming the op and the
+# module where a diverging run (lr 1e30) first makes a NaN/Inf, where the trainer alone says only
+# that the loss is not finite.
+check "train --trace-backward" 0 "backward summary" -- "$attograd" train squares --epochs 1 --quiet --out "$tmp/trace" --trace-backward
+check "train --detect-anomaly names op and scope" 1 "anomaly detected in forward: matmul in module scope encoder." -- "$attograd" train squares --epochs 3 --lr 1e30 --quiet --out "$tmp/diverge" --detect-anomaly
+check "train --detect-anomaly on a healthy run" 0 "validation MSE" -- "$attograd" train squares --model transformer --epochs 1 --quiet --out "$tmp/healthy" --detect-anomaly
+
 echo "$failures failed"
 [ "$failures" -eq 0 ]
