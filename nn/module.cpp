@@ -134,8 +134,16 @@ HookHandle Module::register_forward_hook(ForwardHook hook) {
   return HookHandle(forward_hooks_, next_hook_id_++);
 }
 
-std::string Module::scope_name() const {
-  return parent_ != nullptr && parent_->is_container() ? parent_->scope_name_ + "." + scope_name_ : scope_name_;
+std::string Module::child_scope_name(const std::string& name) const {
+  return is_container() && !scope_name_.empty() ? scope_name_ + "." + name : name;
+}
+
+// A ModuleList may be filled before or after it is registered: either way its elements end up
+// with its name in front of theirs.
+void Module::set_scope_name(const std::string& name) {
+  scope_name_ = name;
+  if (is_container())
+    for (const auto& [child_name, child] : children_) child->set_scope_name(child_scope_name(child_name));
 }
 
 void Module::run_forward_hooks(const Tensor& output) {

@@ -89,14 +89,13 @@ class Module {
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     check_new_name(name);
     children_.emplace_back(name, module);
-    module->scope_name_ = name;
-    module->parent_ = this;
+    module->set_scope_name(child_scope_name(name));
     return module;
   }
   // Pushes this module's name onto the scope path (nothing for the root, whose paths are relative
   // to it as in named_modules()). call() does it; so must any other method that runs children
   // (seed 004's init_keys).
-  ScopeGuard enter_scope() const { return ScopeGuard(scope_name()); }
+  ScopeGuard enter_scope() const { return ScopeGuard(scope_name_); }
   // A container that is iterated, never called (ModuleList): its elements' scopes include its name.
   virtual bool is_container() const { return false; }
 
@@ -105,14 +104,15 @@ class Module {
   void collect(const std::string& prefix, bool parameters, bool buffers, bool recurse, NamedTensors& out) const;
   std::string str(int indent) const;
   void run_forward_hooks(const Tensor& output);
-  std::string scope_name() const;  // "attn_heads.0" for an element of a ModuleList, else its name
+  // What a child registered as `name` pushes: "attn_heads.0" in a ModuleList named attn_heads.
+  std::string child_scope_name(const std::string& name) const;
+  void set_scope_name(const std::string& name);  // and a container's elements'
 
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
-  std::string scope_name_;          // the name the parent registered it under; empty for the root
-  const Module* parent_ = nullptr;  // the module that registered it last
+  std::string scope_name_;  // what it pushes: its name in its parent; empty for the root
   std::shared_ptr<std::vector<std::pair<uint64_t, ForwardHook>>> forward_hooks_;  // created by the first hook
   uint64_t next_hook_id_ = 0;
 };

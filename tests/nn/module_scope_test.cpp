@@ -99,6 +99,38 @@ TEST(ModuleScope, TransformerLayersInAModuleListCarryTheListName) {
   expect_parameters_used_in_their_modules(model, loss);
 }
 
+// A ModuleList filled before it is registered (TransformerEncoder registers first, then fills).
+class ListFilledFirst : public UnaryModule {
+ public:
+  ListFilledFirst() {
+    auto list = std::make_shared<ModuleList<Linear>>();
+    list->push_back(std::make_shared<Linear>(2, 2));
+    list->push_back(std::make_shared<Linear>(2, 2));
+    layers = register_module("layers", list);
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = x;
+    for (auto& layer : *layers) y = (*layer)(y);
+    return y;
+  }
+  std::string type_name() const override { return "ListFilledFirst"; }
+  std::shared_ptr<ModuleList<Linear>> layers;
+};
+
+TEST(ModuleScope, AModuleListNamesItsElementsWhicheverIsNamedFirst) {
+  manual_seed(0);
+  std::shared_ptr<Linear> survivor;
+  {
+    ListFilledFirst model;
+    const Tensor loss = sum(model(ones({1, 2})));
+    EXPECT_EQ(scopes_of(loss, "matmul"), (std::multiset<std::string>{"layers.0", "layers.1"}));
+    expect_parameters_used_in_their_modules(model, loss);
+    survivor = *model.layers->begin();
+  }
+  // The module outlives its parent and still runs under its own name (no link back to the parent).
+  EXPECT_EQ(scopes_of(sum((*survivor)(ones({1, 2}))), "matmul"), (std::multiset<std::string>{"layers.0"}));
+}
+
 TEST(ForwardHook, FiresOncePerCallWithTheModuleAndItsOutputUntilRemoved) {
   manual_seed(0);
   TwoLevels model;
