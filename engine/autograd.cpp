@@ -1,7 +1,9 @@
 #include "engine/autograd.h"
 
+#include <chrono>
 #include <unordered_set>
 
+#include "engine/inspect.h"
 #include "engine/ops.h"
 
 namespace ag {
@@ -66,6 +68,10 @@ std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
     accumulator = std::make_shared<Node>();
     accumulator->name = "AccumulateGrad";
     accumulator->leaf = tensor.impl_ptr();
+    accumulator->scope = current_scope();
+    accumulator->sequence = next_node_sequence();
+    accumulator->shape = impl->shape;
+    accumulator->dtype = impl->dtype;
     impl->grad_accumulator = accumulator;
   }
   return accumulator;
@@ -75,15 +81,20 @@ void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inp
                  BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->name = name;
+  node->scope = current_scope();  // shared by pointer: no allocation
+  node->shape = out.shape();
+  node->dtype = out.dtype();
   node->next.reserve(inputs.size());
   node->inputs.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     node->next.push_back(gradient_edge(input));
     node->inputs.push_back(input.defined() ? InputMeta{input.shape(), input.dtype()} : InputMeta{});
   }
+  node->sequence = next_node_sequence();  // after the leaves' AccumulateGrad nodes its edges created
   node->saved.reserve(saved.size());
   for (const Tensor& tensor : saved) {
     SavedTensor entry;
+    if (tensor.defined()) node->saved_bytes += tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
     entry.version = tensor.defined() ? tensor.version() : 0;
     if (tensor.defined() && tensor.impl() == out.impl()) {
       entry.data = tensor.detach();  // the output: alias without the node, or we would own ourselves
@@ -94,6 +105,7 @@ void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inp
     node->saved.push_back(std::move(entry));
   }
   node->backward = std::move(backward);
+  if (anomaly_detection_enabled()) check_forward_anomaly(*node, out, inputs);
   out.impl()->grad_fn = std::move(node);
 }
 
@@ -194,6 +206,7 @@ std::vector<Tensor> call_backward(Node& node, const Tensor& grad, bool create_gr
              "{}: gradient for input {} has shape {} {}, but the input has shape {} {}", node.name, i,
              shape_str(grads[i].shape()), dtype_name(grads[i].dtype()), shape_str(meta.shape), dtype_name(meta.dtype));
   }
+  if (anomaly_detection_enabled()) check_backward_anomaly(node, grads);
   return grads;
 }
 
@@ -241,6 +254,10 @@ std::unordered_set<const Node*> nodes_leading_to(const Node* root, const std::ve
   return needed;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Runs the nodes reachable from root in topological order, root's gradient being root_grad.
 void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bool retain_graph, bool create_graph,
              Capture* capture) {
@@ -248,6 +265,8 @@ void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bo
   root_node->buffer = root_grad;
   std::vector<std::shared_ptr<Node>> ready{root_node};
   GradModeGuard mode(create_graph);
+  BackwardObserver* const observer = backward_observer();  // null unless a trace is on: one check per node
+  if (observer != nullptr) observer->walk_started(*root_node);
   while (!ready.empty()) {
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();
@@ -255,16 +274,20 @@ void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bo
 
     std::vector<Tensor> grads;
     if (grad.defined() && (capture == nullptr || capture->needed.count(node.get()))) {
+      const auto start =
+          observer != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       grad = apply_hooks(node->pre_hooks, std::move(grad), node->name);
       if (capture != nullptr) {
         for (size_t i = 0; i < capture->targets.size(); ++i)
           if (capture->targets[i] == node) capture->grads[i] = grad;
       }
       if (!node->backward) {
-        if (capture == nullptr) accumulate_into_leaf(*node, std::move(grad), create_graph);
+        if (capture == nullptr) accumulate_into_leaf(*node, grad, create_graph);
+        if (observer != nullptr) observer->node_ran(*node, grad, {}, seconds_since(start));
         continue;
       }
       grads = call_backward(*node, grad, create_graph);
+      if (observer != nullptr) observer->node_ran(*node, grad, grads, seconds_since(start));
       // Free what the node saved (a graph of the gradient may still need it under create_graph).
       // A node that saved nothing can run again, as in PyTorch.
       if (!retain_graph && !create_graph && !node->saved.empty()) {
@@ -277,11 +300,13 @@ void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bo
       if (next == nullptr) continue;
       if (i < grads.size() && grads[i].defined()) {
         Tensor& slot = next->buffer;
+        if (slot.defined() && observer != nullptr) observer->gradients_met(*node, *next);
         slot = slot.defined() ? add(slot, grads[i]) : std::move(grads[i]);  // paths meet: sum
       }
       if (--next->pending == 0) ready.push_back(node->next[i]);
     }
   }
+  if (observer != nullptr) observer->walk_finished();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -79,6 +80,13 @@ struct Node {
   std::vector<TensorHook> pre_hooks;  // hooks of the output tensor
   std::weak_ptr<TensorImpl> leaf;     // AccumulateGrad: the leaf it accumulates into
   bool released = false;              // saved tensors freed by a backward without retain_graph
+
+  // What the node was, for graph export, backward traces and anomaly messages (engine/inspect.h).
+  std::shared_ptr<const std::string> scope;  // module path at creation ("decoder.ffn"); null at the top
+  uint64_t sequence = 0;                     // creation order on this thread
+  Shape shape;                               // the output's (a leaf's own for AccumulateGrad)
+  DType dtype = DType::f32;
+  int64_t saved_bytes = 0;  // what `saved` held at the forward
 
   // Scratch of the backward walk that is running through this node (reset when it ends).
   int pending = 0;  // edges from nodes that have not run yet

@@ -50,7 +50,7 @@ Tensor attend_composed(const Tensor& queries, const Tensor& keys, const Tensor& 
   const Tensor scores = matmul(queries, keys, false, true);                  // (…, T, T)
   Tensor weights = masked_attention_weights(scores, hidden, keys.size(-1));  // (…, T, T)
   kept = weights.detach();
-  if (dropout != nullptr) weights = dropout->forward(weights);
+  if (dropout != nullptr) weights = (*dropout)(weights);
   return matmul(weights, values);  // (…, T, d_v)
 }
 
@@ -165,9 +165,9 @@ SelfAttention_v2::SelfAttention_v2(int64_t d_in, int64_t d_out, bool qkv_bias, G
 Tensor SelfAttention_v2::forward(const Tensor& x, const Tensor& key_padding_mask) {
   check_input(type_name(), x, w_query->weight.size(1), 2);
   check_key_padding_mask(type_name(), x, key_padding_mask);
-  const Tensor keys = w_key->forward(x);       // (…, T, d_out)
-  const Tensor queries = w_query->forward(x);  // (…, T, d_out)
-  const Tensor values = w_value->forward(x);   // (…, T, d_out)
+  const Tensor keys = (*w_key)(x);       // (…, T, d_out)
+  const Tensor queries = (*w_query)(x);  // (…, T, d_out)
+  const Tensor values = (*w_value)(x);   // (…, T, d_out)
   return attend(queries, keys, values, padded_keys(key_padding_mask), nullptr, last_attention_weights);
 }
 
@@ -184,9 +184,9 @@ CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_le
 Tensor CausalAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
   check_input(type_name(), x, w_query->weight.size(1), 3);
   check_key_padding_mask(type_name(), x, key_padding_mask);
-  const Tensor keys = w_key->forward(x);       // (B, T, d_out)
-  const Tensor queries = w_query->forward(x);  // (B, T, d_out)
-  const Tensor values = w_value->forward(x);   // (B, T, d_out)
+  const Tensor keys = (*w_key)(x);       // (B, T, d_out)
+  const Tensor queries = (*w_query)(x);  // (B, T, d_out)
+  const Tensor values = (*w_value)(x);   // (B, T, d_out)
   // The seed computes this mask and drops it (masked_fill's result is unused): not causal.
   const Tensor hidden =
       either(causal_part(type_name(), mask, x.size(1)), padded_keys(key_padding_mask));  // (T, T) or (B, T, T)
@@ -213,14 +213,14 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   const int64_t batch = x.size(0), tokens = x.size(1);
   // (B, T, d_out) → (B, T, H, head_dim) → (B, H, T, head_dim)
   auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {batch, tokens, num_heads, head_dim}), 1, 2); };
-  const Tensor keys = split_heads(W_key->forward(x));       // (B, H, T, head_dim)
-  const Tensor queries = split_heads(W_query->forward(x));  // (B, H, T, head_dim)
-  const Tensor values = split_heads(W_value->forward(x));   // (B, H, T, head_dim)
+  const Tensor keys = split_heads((*W_key)(x));       // (B, H, T, head_dim)
+  const Tensor queries = split_heads((*W_query)(x));  // (B, H, T, head_dim)
+  const Tensor values = split_heads((*W_value)(x));   // (B, H, T, head_dim)
   const Tensor padded = key_padding_mask.defined() ? reshape(key_padding_mask, {batch, 1, 1, tokens}) : Tensor();
   const Tensor hidden = either(causal_part(type_name(), mask, tokens), padded);  // (T, T) or (B, 1, T, T)
   const Tensor context = attend(queries, keys, values, hidden, dropout.get(), last_attention_weights);  // (B, H, T, hd)
   const Tensor heads = reshape(transpose(context, 1, 2), {batch, tokens, num_heads * head_dim});        // (B, T, d_out)
-  return out_proj->forward(heads);
+  return (*out_proj)(heads);
 }
 
 }  // namespace ag::nn

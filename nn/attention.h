@@ -40,7 +40,9 @@ class AttentionModule : public UnaryModule {
  public:
   virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask) = 0;
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
-  Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) { return forward(x, key_padding_mask); }
+  Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) {
+    return call([&] { return forward(x, key_padding_mask); });
+  }
 
   Tensor last_attention_weights;  // (…, T, T), or (B, H, T, T) for MultiHeadAttention
 };

@@ -103,6 +103,7 @@ class ModuleList : public Module {
   auto begin() { return modules_.begin(); }
   auto end() { return modules_.end(); }
   std::string type_name() const override { return "ModuleList"; }
+  bool is_container() const override { return true; }
 
  private:
   std::vector<std::shared_ptr<M>> modules_;

@@ -14,7 +14,9 @@ class Loss : public Module {
  public:
   explicit Loss(Reduction reduction) : reduction(reduction) {}
   virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call([&] { return forward(input, target); });
+  }
 
   Reduction reduction;
 };

@@ -127,4 +127,34 @@ std::string Module::str(int indent) const {
 
 std::string Module::str() const { return str(0); }
 
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  AG_CHECK(hook != nullptr, "{}: register_forward_hook: the hook is empty", type_name());
+  if (!forward_hooks_) forward_hooks_ = std::make_shared<std::vector<std::pair<uint64_t, ForwardHook>>>();
+  forward_hooks_->emplace_back(next_hook_id_, std::move(hook));
+  return HookHandle(forward_hooks_, next_hook_id_++);
+}
+
+std::string Module::child_scope_name(const std::string& name) const {
+  return is_container() && !scope_name_.empty() ? scope_name_ + "." + name : name;
+}
+
+// A ModuleList may be filled before or after it is registered: either way its elements end up
+// with its name in front of theirs.
+void Module::set_scope_name(const std::string& name) {
+  scope_name_ = name;
+  if (is_container())
+    for (const auto& [child_name, child] : children_) child->set_scope_name(child_scope_name(child_name));
+}
+
+void Module::run_forward_hooks(const Tensor& output) {
+  // A copy: a hook may remove itself (or another) while they run.
+  const std::vector<std::pair<uint64_t, ForwardHook>> hooks = *forward_hooks_;
+  for (const auto& [id, hook] : hooks) hook(*this, output);
+}
+
+void HookHandle::remove() {
+  if (auto hooks = hooks_.lock()) std::erase_if(*hooks, [this](const auto& entry) { return entry.first == id_; });
+  hooks_.reset();
+}
+
 }  // namespace ag::nn

@@ -3,15 +3,38 @@
 // for the same module tree, so a state_dict moves between attograd and PyTorch.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/inspect.h"
 #include "engine/safetensors.h"
 #include "engine/tensor.h"
 
 namespace ag::nn {
+
+class Module;
+
+// Called after a module's forward with the module and its output (e.g. to capture attention
+// weights); registered with Module::register_forward_hook.
+using ForwardHook = std::function<void(Module&, const Tensor&)>;
+
+// Removes the hook it was returned for (PyTorch's RemovableHandle). Removing twice, or after the
+// module is gone, does nothing.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<std::vector<std::pair<uint64_t, ForwardHook>>> hooks, uint64_t id)
+      : hooks_(std::move(hooks)), id_(id) {}
+  void remove();
+
+ private:
+  std::weak_ptr<std::vector<std::pair<uint64_t, ForwardHook>>> hooks_;
+  uint64_t id_ = 0;
+};
 
 class Module {
  public:
@@ -43,6 +66,20 @@ class Module {
 
   std::string str() const;  // like PyTorch's print(model)
 
+  // `hook(module, output)` runs after every forward of this module, in registration order.
+  HookHandle register_forward_hook(ForwardHook hook);
+
+  // The one way a module runs: `forward` (a callable returning the output) inside this module's
+  // scope (nodes created in it record "encoder.ffn.0"), then the forward hooks. Every operator()
+  // goes through it.
+  template <typename Forward>
+  Tensor call(Forward&& forward) {
+    const ScopeGuard scope = enter_scope();
+    Tensor output = forward();
+    if (forward_hooks_ && !forward_hooks_->empty()) run_forward_hooks(output);
+    return output;
+  }
+
  protected:
   Module() = default;
   // Registers and returns the tensor (a handle sharing its storage).
@@ -52,25 +89,41 @@ class Module {
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     check_new_name(name);
     children_.emplace_back(name, module);
+    module->set_scope_name(child_scope_name(name));
     return module;
   }
+  // Pushes this module's name onto the scope path (nothing for the root, whose paths are relative
+  // to it as in named_modules()). call() does it; so must any other method that runs children
+  // (seed 004's init_keys).
+  ScopeGuard enter_scope() const { return ScopeGuard(scope_name_); }
+  // A container that is iterated, never called (ModuleList): its elements' scopes include its name.
+  virtual bool is_container() const { return false; }
 
  private:
   void check_new_name(const std::string& name) const;
   void collect(const std::string& prefix, bool parameters, bool buffers, bool recurse, NamedTensors& out) const;
   std::string str(int indent) const;
+  void run_forward_hooks(const Tensor& output);
+  // What a child registered as `name` pushes: "attn_heads.0" in a ModuleList named attn_heads.
+  std::string child_scope_name(const std::string& name) const;
+  void set_scope_name(const std::string& name);  // and a container's elements'
 
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::string scope_name_;  // what it pushes: its name in its parent; empty for the root
+  std::shared_ptr<std::vector<std::pair<uint64_t, ForwardHook>>> forward_hooks_;  // created by the first hook
+  uint64_t next_hook_id_ = 0;
 };
 
 // A module with one tensor in and one out: what Sequential chains.
 class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) {
+    return call([&] { return forward(x); });
+  }
 };
 
 }  // namespace ag::nn

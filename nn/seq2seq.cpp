@@ -35,12 +35,13 @@ Attention::Attention(int64_t hidden_dim, int64_t input_dim, bool proj_values, Ge
 
 void Attention::init_keys(const Tensor& keys) {
   check_sequence("Attention.init_keys", "keys", keys, input_dim_);
-  proj_keys_ = linear_key->forward(keys);                       // (N, L, H)
-  values_ = proj_values_ ? linear_value->forward(keys) : keys;  // (N, L, H), or the keys (N, L, input_dim)
+  const ScopeGuard scope = enter_scope();
+  proj_keys_ = (*linear_key)(keys);                       // (N, L, H)
+  values_ = proj_values_ ? (*linear_value)(keys) : keys;  // (N, L, H), or the keys (N, L, input_dim)
 }
 
 Tensor Attention::scores(const Tensor& query) const {
-  Tensor proj_query = linear_query->forward(query);                   // (N, T, H)
+  Tensor proj_query = (*linear_query)(query);                         // (N, T, H)
   Tensor dot_products = matmul(proj_query, proj_keys_, false, true);  // (N, T, H) @ (N, L, H)ᵀ → (N, T, L)
   return div(dot_products, scalar(std::sqrt(static_cast<double>(d_k_))));
 }
@@ -67,6 +68,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t
 }
 
 void MultiHeadAttention::init_keys(const Tensor& keys) {
+  const ScopeGuard scope = enter_scope();
   for (auto& head : *attn_heads) head->init_keys(keys);
 }
 
@@ -78,9 +80,9 @@ Tensor MultiHeadAttention::alphas() const {
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& mask) {
   std::vector<Tensor> contexts;
-  for (auto& head : *attn_heads) contexts.push_back(head->forward(query, mask));  // each (N, T, D)
-  Tensor concatenated = cat(contexts, -1);                                        // (N, T, n_heads·D)
-  return linear_out->forward(concatenated);                                       // (N, T, D)
+  for (auto& head : *attn_heads) contexts.push_back((*head)(query, mask));  // each (N, T, D)
+  Tensor concatenated = cat(contexts, -1);                                  // (N, T, n_heads·D)
+  return (*linear_out)(concatenated);                                       // (N, T, D)
 }
 
 EncoderSelfAttn::EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features,
@@ -92,8 +94,8 @@ EncoderSelfAttn::EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_un
 
 Tensor EncoderSelfAttn::forward(const Tensor& query, const Tensor& mask) {
   self_attn_heads->init_keys(query);
-  Tensor att = self_attn_heads->forward(query, mask);  // (N, L, d_model)
-  return ffn->forward(att);
+  Tensor att = (*self_attn_heads)(query, mask);  // (N, L, d_model)
+  return (*ffn)(att);
 }
 
 DecoderSelfAttn::DecoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features,
@@ -106,13 +108,16 @@ DecoderSelfAttn::DecoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_un
   ffn = register_module("ffn", feed_forward(d_model, ff_units, features, gen));
 }
 
-void DecoderSelfAttn::init_keys(const Tensor& states) { cross_attn_heads->init_keys(states); }
+void DecoderSelfAttn::init_keys(const Tensor& states) {
+  const ScopeGuard scope = enter_scope();
+  cross_attn_heads->init_keys(states);
+}
 
 Tensor DecoderSelfAttn::forward(const Tensor& query, const Tensor& source_mask, const Tensor& target_mask) {
   self_attn_heads->init_keys(query);
-  Tensor att1 = self_attn_heads->forward(query, target_mask);  // (N, T, d_model)
-  Tensor att2 = cross_attn_heads->forward(att1, source_mask);  // (N, T, d_model)
-  return ffn->forward(att2);                                   // (N, T, n_features)
+  Tensor att1 = (*self_attn_heads)(query, target_mask);  // (N, T, d_model)
+  Tensor att2 = (*cross_attn_heads)(att1, source_mask);  // (N, T, d_model)
+  return (*ffn)(att2);                                   // (N, T, n_features)
 }
 
 EncoderDecoderSelfAttn::EncoderDecoderSelfAttn(std::shared_ptr<EncoderSelfAttn> encoder_,
@@ -127,13 +132,13 @@ EncoderDecoderSelfAttn::EncoderDecoderSelfAttn(std::shared_ptr<EncoderSelfAttn> 
 }
 
 void EncoderDecoderSelfAttn::encode(const Tensor& source_seq, const Tensor& source_mask) {
-  Tensor encoder_states = encoder->forward(source_seq, source_mask);  // (N, input_len, d_model)
+  Tensor encoder_states = (*encoder)(source_seq, source_mask);  // (N, input_len, d_model)
   decoder->init_keys(encoder_states);
 }
 
 Tensor EncoderDecoderSelfAttn::decode(const Tensor& shifted_target_seq, const Tensor& source_mask,
                                       const Tensor& target_mask) {
-  return decoder->forward(shifted_target_seq, source_mask, target_mask);
+  return (*decoder)(shifted_target_seq, source_mask, target_mask);
 }
 
 Tensor EncoderDecoderSelfAttn::predict(const Tensor& source_seq, const Tensor& source_mask) {

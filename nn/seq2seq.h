@@ -27,7 +27,9 @@ class Attention : public Module {
                      Generator& gen = default_generator());
   void init_keys(const Tensor& keys);                            // keys (N, L, input_dim)
   Tensor forward(const Tensor& query, const Tensor& mask = {});  // (N, T, input_dim) → (N, T, hidden_dim)
-  Tensor operator()(const Tensor& query, const Tensor& mask = {}) { return forward(query, mask); }
+  Tensor operator()(const Tensor& query, const Tensor& mask = {}) {
+    return call([&] { return forward(query, mask); });
+  }
   std::string type_name() const override { return "Attention"; }
 
   const Tensor& alphas() const { return alphas_; }  // the last attention weights (N, T, L), detached
@@ -53,7 +55,9 @@ class MultiHeadAttention : public Module {
                      Generator& gen = default_generator());
   void init_keys(const Tensor& keys);
   Tensor forward(const Tensor& query, const Tensor& mask = {});
-  Tensor operator()(const Tensor& query, const Tensor& mask = {}) { return forward(query, mask); }
+  Tensor operator()(const Tensor& query, const Tensor& mask = {}) {
+    return call([&] { return forward(query, mask); });
+  }
   std::string type_name() const override { return "MultiHeadAttention"; }
 
   Tensor alphas() const;  // every head's last attention weights stacked: (n_heads, N, T, L)
@@ -68,7 +72,9 @@ class EncoderSelfAttn : public Module {
   EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features = -1,
                   Generator& gen = default_generator());
   Tensor forward(const Tensor& query, const Tensor& mask = {});  // (N, L, n_features) → (N, L, d_model)
-  Tensor operator()(const Tensor& query, const Tensor& mask = {}) { return forward(query, mask); }
+  Tensor operator()(const Tensor& query, const Tensor& mask = {}) {
+    return call([&] { return forward(query, mask); });
+  }
   std::string type_name() const override { return "EncoderSelfAttn"; }
 
   std::shared_ptr<MultiHeadAttention> self_attn_heads;
@@ -86,7 +92,7 @@ class DecoderSelfAttn : public Module {
   // the decoder's own later positions.
   Tensor forward(const Tensor& query, const Tensor& source_mask = {}, const Tensor& target_mask = {});
   Tensor operator()(const Tensor& query, const Tensor& source_mask = {}, const Tensor& target_mask = {}) {
-    return forward(query, source_mask, target_mask);
+    return call([&] { return forward(query, source_mask, target_mask); });
   }
   std::string type_name() const override { return "DecoderSelfAttn"; }
 
@@ -104,7 +110,9 @@ class EncoderDecoderSelfAttn : public Module {
                          int64_t input_len, int64_t target_len);
   // X (N, input_len + target_len, F) in training, (N, ≥ input_len, F) in eval → (N, target_len, F).
   Tensor forward(const Tensor& X, const Tensor& source_mask = {});
-  Tensor operator()(const Tensor& X, const Tensor& source_mask = {}) { return forward(X, source_mask); }
+  Tensor operator()(const Tensor& X, const Tensor& source_mask = {}) {
+    return call([&] { return forward(X, source_mask); });
+  }
   void encode(const Tensor& source_seq, const Tensor& source_mask);
   Tensor decode(const Tensor& shifted_target_seq, const Tensor& source_mask, const Tensor& target_mask);
   Tensor predict(const Tensor& source_seq, const Tensor& source_mask);  // no gradient flows out

@@ -37,11 +37,11 @@ void check_masks(const TransformerMasks& m, int64_t N, int64_t S, int64_t T) {
 
 // x + dropout(sublayer_out), then LayerNorm: the post-norm residual of every sublayer.
 Tensor add_and_norm(const Tensor& x, const Tensor& sublayer_out, Dropout& dropout, LayerNorm& norm) {
-  return norm.forward(add(x, dropout.forward(sublayer_out)));
+  return norm(add(x, dropout(sublayer_out)));
 }
 
 Tensor feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2) {
-  return linear2.forward(dropout.forward(relu(linear1.forward(x))));
+  return linear2(dropout(relu(linear1(x))));
 }
 
 }  // namespace
@@ -99,7 +99,7 @@ Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key,
   weights = ag::dropout(weights, dropout, is_training(), *gen_);
   Tensor context = transpose(matmul(weights, v), 1, 2);                       // (N, T, H, Dh)
   context = reshape(context, {query.size(0), query.size(1), query.size(2)});  // (N, T, E)
-  return out_proj->forward(context);
+  return (*out_proj)(context);
 }
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& gen) {
@@ -115,7 +115,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask) {
-  Tensor x = add_and_norm(src, self_attn->forward(src, src, src, src_key_padding_mask, src_mask), *dropout1, *norm1);
+  Tensor x = add_and_norm(src, (*self_attn)(src, src, src, src_key_padding_mask, src_mask), *dropout1, *norm1);
   return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout2, *norm2);
 }
 
@@ -138,8 +138,8 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                                         const Tensor& memory_key_padding_mask) {
-  Tensor x = add_and_norm(tgt, self_attn->forward(tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask), *dropout1, *norm1);
-  Tensor cross = multihead_attn->forward(x, memory, memory, memory_key_padding_mask, memory_mask);  // (N, T, E)
+  Tensor x = add_and_norm(tgt, (*self_attn)(tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask), *dropout1, *norm1);
+  Tensor cross = (*multihead_attn)(x, memory, memory, memory_key_padding_mask, memory_mask);  // (N, T, E)
   x = add_and_norm(x, cross, *dropout2, *norm2);
   return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout3, *norm3);
 }
@@ -153,8 +153,8 @@ TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& options, i
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
   Tensor x = src;
-  for (auto& layer : *layers) x = layer->forward(x, mask, src_key_padding_mask);
-  return norm->forward(x);
+  for (auto& layer : *layers) x = (*layer)(x, mask, src_key_padding_mask);
+  return (*norm)(x);
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen) {
@@ -169,8 +169,8 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    const Tensor& memory_key_padding_mask) {
   Tensor x = tgt;
   for (auto& layer : *layers)
-    x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
-  return norm->forward(x);
+    x = (*layer)(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
+  return (*norm)(x);
 }
 
 Transformer::Transformer(const TransformerOptions& o, Generator& gen) {
@@ -187,9 +187,9 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Transfor
            "Transformer: expected src (N, S, E) and tgt (N, T, E) with the same N, got {} and {}",
            shape_or_undefined(src), shape_or_undefined(tgt));
   check_masks(m, src.size(0), src.size(1), tgt.size(1));
-  Tensor memory = encoder->forward(src, m.src_mask, m.src_key_padding_mask);  // (N, S, E)
-  return decoder->forward(tgt, memory, m.tgt_mask, m.memory_mask, m.tgt_key_padding_mask,
-                          m.memory_key_padding_mask);  // (N, T, E)
+  Tensor memory = (*encoder)(src, m.src_mask, m.src_key_padding_mask);  // (N, S, E)
+  return (*decoder)(tgt, memory, m.tgt_mask, m.memory_mask, m.tgt_key_padding_mask,
+                    m.memory_key_padding_mask);  // (N, T, E)
 }
 
 PositionalEncoding::PositionalEncoding(int64_t d_model, int64_t max_len) {
@@ -224,7 +224,7 @@ SquaresTransformer::SquaresTransformer(int64_t n_features, const TransformerOpti
   output_proj = register_module("output_proj", std::make_shared<Linear>(options.d_model, n_features, true, gen));
 }
 
-Tensor SquaresTransformer::embed(const Tensor& points) { return pos_encoding->forward(input_proj->forward(points)); }
+Tensor SquaresTransformer::embed(const Tensor& points) { return (*pos_encoding)((*input_proj)(points)); }
 
 Tensor SquaresTransformer::forward(const Tensor& source, const Tensor& shifted_target,
                                    const Tensor& src_key_padding_mask) {
@@ -234,8 +234,8 @@ Tensor SquaresTransformer::forward(const Tensor& source, const Tensor& shifted_t
   TransformerMasks masks;
   masks.tgt_mask = causal_mask(shifted_target.size(1));
   masks.src_key_padding_mask = masks.memory_key_padding_mask = src_key_padding_mask;
-  Tensor decoded = transformer->forward(embed(source), embed(shifted_target), masks);  // (N, T, d_model)
-  return output_proj->forward(decoded);                                                // (N, T, F)
+  Tensor decoded = (*transformer)(embed(source), embed(shifted_target), masks);  // (N, T, d_model)
+  return (*output_proj)(decoded);                                                // (N, T, F)
 }
 
 Tensor SquaresTransformer::predict(const Tensor& source, int64_t target_len, const Tensor& src_key_padding_mask) {

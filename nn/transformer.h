@@ -35,6 +35,10 @@ class PackedMultiheadAttention : public Module {
   // query (N, T, E), key and value (N, S, E) → (N, T, E).
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
                  const Tensor& attn_mask = {});
+  Tensor operator()(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
+                    const Tensor& attn_mask = {}) {
+    return call([&] { return forward(query, key, value, key_padding_mask, attn_mask); });
+  }
   std::string type_name() const override { return "MultiheadAttention"; }
 
   const Tensor& attention_weights() const { return weights_; }  // the last ones (N, H, T, S), detached
@@ -66,6 +70,9 @@ class TransformerEncoderLayer : public Module {
  public:
   explicit TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
   Tensor forward(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {});
+  Tensor operator()(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {}) {
+    return call([&] { return forward(src, src_mask, src_key_padding_mask); });
+  }
   std::string type_name() const override { return "TransformerEncoderLayer"; }
 
   std::shared_ptr<PackedMultiheadAttention> self_attn;
@@ -83,6 +90,12 @@ class TransformerDecoderLayer : public Module {
   explicit TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
+                    const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
+                    const Tensor& memory_key_padding_mask = {}) {
+    return call(
+        [&] { return forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask); });
+  }
   std::string type_name() const override { return "TransformerDecoderLayer"; }
 
   std::shared_ptr<PackedMultiheadAttention> self_attn;
@@ -99,6 +112,9 @@ class TransformerEncoder : public Module {
  public:
   TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen = default_generator());
   Tensor forward(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {});
+  Tensor operator()(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {}) {
+    return call([&] { return forward(src, mask, src_key_padding_mask); });
+  }
   std::string type_name() const override { return "TransformerEncoder"; }
 
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
@@ -110,6 +126,12 @@ class TransformerDecoder : public Module {
   TransformerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen = default_generator());
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
+                    const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
+                    const Tensor& memory_key_padding_mask = {}) {
+    return call(
+        [&] { return forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask); });
+  }
   std::string type_name() const override { return "TransformerDecoder"; }
 
   std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
@@ -143,6 +165,9 @@ class Transformer : public Module {
   explicit Transformer(const TransformerOptions& options = {}, Generator& gen = default_generator());
   // src (N, S, d_model), tgt (N, T, d_model) → (N, T, d_model).
   Tensor forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {});
+  Tensor operator()(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {}) {
+    return call([&] { return forward(src, tgt, masks); });
+  }
   std::string type_name() const override { return "Transformer"; }
 
   std::shared_ptr<TransformerEncoder> encoder;
@@ -170,6 +195,9 @@ class SquaresTransformer : public Module {
                      Generator& gen = default_generator());
   // source (N, S, F), shifted_target (N, T, F) → (N, T, F).
   Tensor forward(const Tensor& source, const Tensor& shifted_target, const Tensor& src_key_padding_mask = {});
+  Tensor operator()(const Tensor& source, const Tensor& shifted_target, const Tensor& src_key_padding_mask = {}) {
+    return call([&] { return forward(source, shifted_target, src_key_padding_mask); });
+  }
   // The first target point is the last source point; returns (N, target_len, F), no gradient.
   Tensor predict(const Tensor& source, int64_t target_len, const Tensor& src_key_padding_mask = {});
   std::string type_name() const override { return "SquaresTransformer"; }

@@ -23,6 +23,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   commands.push_back(ag::cli::add_predict_command(app));
   commands.push_back(ag::cli::add_bench_command(app));
   commands.push_back(ag::cli::add_walkthrough_command(app));
+  for (const ag::cli::Command& command : ag::cli::add_graph_commands(app)) commands.push_back(command);
 
   try {
     app.parse(argc, argv);

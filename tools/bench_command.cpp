@@ -119,7 +119,7 @@ int run_transformer(const BenchArgs& args) {
   const auto [step, step_min] = time_ms(
       [&] {
         optimizer.zero_grad();
-        mse_loss(model.forward(src, tgt, masks), target).backward();
+        mse_loss(model(src, tgt, masks), target).backward();
         optimizer.step();
       },
       args.iters);

@@ -18,6 +18,7 @@ std::vector<Command> add_train_commands(CLI::App& app);  // train sentiment, tra
 std::vector<Command> add_eval_commands(CLI::App& app);   // eval sentiment, eval squares
 Command add_predict_command(CLI::App& app);
 Command add_walkthrough_command(CLI::App& app);
+std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, graph sentiment
 
 // The whole program: parses argv, runs the chosen subcommand, returns the exit code. parse_only
 // stops after parsing and checking the flags (the fuzz target drives it so, writing no files).

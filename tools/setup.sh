@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgoogle-perftools-dev  # tcmalloc for the attograd program
   python3  # tests/tools/edit_checkpoint.py (the bad-input test), no torch needed
+  graphviz  # `attograd graph --format svg` runs its dot
 )
 
 missing=()

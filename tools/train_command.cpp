@@ -43,6 +43,12 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
   app->add_option("--resume", options.resume, "Continue the run in this output folder (its last.safetensors)")
       ->check(CLI::ExistingDirectory);
   app->add_flag("--quiet", options.quiet, "No progress bar");
+  app->add_flag("--trace-backward", options.trace_backward,
+                "Trace the first step's backward on stderr: each node's op, scope, gradient norms and time, then a "
+                "summary by op");
+  app->add_flag("--detect-anomaly", options.detect_anomaly,
+                "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
+                "its module scope and whether it was forward or backward");
   return lr;
 }
 

@@ -1,8 +1,11 @@
 #include "tasks/common/training.h"
 
 #include <filesystem>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "engine/inspect.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
 
@@ -35,6 +38,9 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
   if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
   std::filesystem::create_directories(options.out);
   write_file_atomically(options.out + "/config.json", nlohmann::json::parse(config).dump(2) + "\n");
+  const DetectAnomalyGuard anomaly(options.detect_anomaly);
+  std::optional<BackwardTrace> trace;
+  if (options.trace_backward) trace.emplace(&std::cerr, /*walks=*/1, parameter_names(model.named_parameters()));
   return trainer.fit();
 }
 

@@ -19,6 +19,8 @@ struct TrainingOptions {
   std::string out{};
   std::string resume{};  // an OUT folder to continue
   bool quiet = false;
+  bool trace_backward = false;  // trace the first step's backward on stderr (engine/inspect.h)
+  bool detect_anomaly = false;  // the first NaN/Inf, forward or backward, stops the run naming its op and scope
 };
 
 // attograd's version (CMake's PROJECT_VERSION), stored in every config.

@@ -25,10 +25,10 @@ SentimentClassifier::SentimentClassifier(int64_t vocab_size, int64_t dim, int64_
 }
 
 Tensor SentimentClassifier::forward(const Tensor& indices, const Tensor& padding) {
-  Tensor h = attention->forward(embed->forward(indices), padding);  // (N, T, dim)
-  Tensor keep = unsqueeze(1.0 - to(padding, h.dtype()), -1);        // (N, T, 1): 1 at real tokens
-  Tensor pooled = div(sum(mul(h, keep), {1}), sum(keep, {1}));      // (N, dim): mean over real tokens
-  return squeeze(fc->forward(pooled), -1);                          // (N)
+  Tensor h = (*attention)((*embed)(indices), padding);          // (N, T, dim)
+  Tensor keep = unsqueeze(1.0 - to(padding, h.dtype()), -1);    // (N, T, 1): 1 at real tokens
+  Tensor pooled = div(sum(mul(h, keep), {1}), sum(keep, {1}));  // (N, dim): mean over real tokens
+  return squeeze((*fc)(pooled), -1);                            // (N)
 }
 
 }  // namespace ag::sentiment

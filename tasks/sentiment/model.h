@@ -19,6 +19,9 @@ class SentimentClassifier : public nn::Module {
   SentimentClassifier(int64_t vocab_size, int64_t dim, int64_t heads = 0, Generator& gen = default_generator());
   // indices (N, T) i64, padding (N, T) b8 → logits (N).
   Tensor forward(const Tensor& indices, const Tensor& padding);
+  Tensor operator()(const Tensor& indices, const Tensor& padding) {
+    return call([&] { return forward(indices, padding); });
+  }
   std::string type_name() const override { return "SentimentClassifier"; }
 
   std::shared_ptr<nn::Embedding> embed;

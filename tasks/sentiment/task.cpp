@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
@@ -70,7 +71,7 @@ class SentimentTask : public nn::TrainTask {
 
   Tensor logits(const std::vector<std::string>& texts) {
     auto [indices, padding] = vocab_.encode(texts);
-    return model_.forward(indices, padding);
+    return model_(indices, padding);
   }
 
   double accuracy(const std::vector<Example>& examples) {
@@ -184,7 +185,7 @@ int eval(const EvalOptions& options) {
   const std::vector<int64_t> rows = all_rows(examples.size());
   NoGradGuard no_grad;
   auto [indices, padding] = trained.vocab.encode(texts_of(examples, rows));
-  const Tensor logits = trained.model->forward(indices, padding);
+  const Tensor logits = (*trained.model)(indices, padding);
   int correct = 0;
   for (int64_t i : rows) correct += (logits.at({i}) > 0) == examples[i].label;
   fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100.0 * correct / static_cast<double>(rows.size()),
@@ -203,19 +204,34 @@ int predict(const PredictOptions& options) {
   SentimentClassifier& model = *trained.model;
   NoGradGuard no_grad;
   auto [indices, padding] = vocab.encode(texts);
-  const Tensor probabilities = sigmoid(model.forward(indices, padding));
+  // The attention module's weights as it computed them, taken by a forward hook.
+  Tensor attention_weights;
+  nn::HookHandle capture = model.attention->register_forward_hook([&](nn::Module& attention, const Tensor&) {
+    attention_weights = static_cast<nn::AttentionModule&>(attention).last_attention_weights;
+  });
+  const Tensor probabilities = sigmoid(model(indices, padding));
+  capture.remove();
   for (size_t i = 0; i < texts.size(); ++i) {
     const double p = probabilities.at({static_cast<int64_t>(i)});
     fmt::print("{:.3f}\t{}\t{}\n", p, p > 0.5 ? "positive" : "negative", texts[i]);
   }
   if (!options.explain.empty()) {
-    write_explanation(options.explain, texts[0], vocab, model.attention->last_attention_weights);
+    write_explanation(options.explain, texts[0], vocab, attention_weights);
     fmt::print("wrote {} (attention of the first text)\n", options.explain);
   }
   return 0;
 }
 
-int train(const SentimentOptions& options) {
+namespace {
+
+// The training and validation examples of --data (or seed 002's) and the vocabulary of the
+// training ones.
+struct TrainingData {
+  std::vector<Example> train, validation;
+  Vocabulary vocab;
+};
+
+TrainingData training_data(const SentimentOptions& options) {
   AG_CHECK(options.val_fraction >= 0 && options.val_fraction < 1, "--val-fraction must be in [0, 1), got {}",
            options.val_fraction);
   std::vector<Example> examples = options.data.empty() ? seed_sentences("train.tsv") : read_tsv(options.data);
@@ -223,12 +239,32 @@ int train(const SentimentOptions& options) {
   AG_CHECK(held_out < examples.size(), "--val-fraction {} leaves no training examples", options.val_fraction);
   std::vector<Example> validation(examples.end() - static_cast<std::ptrdiff_t>(held_out), examples.end());
   examples.resize(examples.size() - held_out);
+  Vocabulary vocab(examples);
+  return {std::move(examples), std::move(validation), std::move(vocab)};
+}
 
-  const Vocabulary vocab(examples);
+}  // namespace
+
+StepLoss first_step_loss(const SentimentOptions& options) {
+  const TrainingData data = training_data(options);
+  manual_seed(options.training.seed);
+  StepLoss step{std::make_unique<SentimentClassifier>(data.vocab.size(), options.dim, options.heads), {}};
+  SentimentTask task(*step.model, data.vocab, data.train, data.validation);
+  const auto batch = std::min<int64_t>(options.training.batch_size, task.train_size());
+  std::vector<int64_t> rows(static_cast<size_t>(batch));
+  std::iota(rows.begin(), rows.end(), 0);
+  step.loss = task.loss(rows);
+  return step;
+}
+
+int train(const SentimentOptions& options) {
+  const TrainingData data = training_data(options);
+  const std::vector<Example>& examples = data.train;
+  const Vocabulary& vocab = data.vocab;
   manual_seed(options.training.seed);
   SentimentClassifier model(vocab.size(), options.dim, options.heads);
   nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
-  SentimentTask task(model, vocab, examples, validation);
+  SentimentTask task(model, vocab, examples, data.validation);
   const std::vector<nn::EpochRecord> history =
       tasks::run_training(model, optimizer, task, options.training,
                           tasks::config_json(options.training, task_settings(options, vocab.size())),

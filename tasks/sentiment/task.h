@@ -2,10 +2,12 @@
 // reports train accuracy and the test sentences' probabilities, writes OUT/.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tasks/common/training.h"
+#include "tasks/sentiment/model.h"
 
 namespace ag::sentiment {
 
@@ -32,6 +34,15 @@ struct EvalOptions {
 
 // Returns the process exit code; throws ag::Error on bad input.
 int train(const SentimentOptions& options);
+
+// The loss of one training step as `train` computes it (the model freshly initialised from the
+// seed, the first batch_size training sentences), with the model that made it: what
+// `attograd graph sentiment` exports.
+struct StepLoss {
+  std::unique_ptr<SentimentClassifier> model;
+  Tensor loss;
+};
+StepLoss first_step_loss(const SentimentOptions& options);
 // Prints "probability<TAB>label<TAB>text" per text.
 int predict(const PredictOptions& options);
 // Prints the accuracy and BCE loss on labelled sentences.

@@ -16,8 +16,8 @@ class SelfAttnModel : public SquaresModel {
  public:
   explicit SelfAttnModel(const ModelConfig& c) : model_(build(c)) {}
   nn::Module& module() override { return *model_; }
-  Tensor teacher_forced(const Tensor& X) override { return model_->forward(X); }
-  Tensor predict(const Tensor& source) override { return model_->forward(source); }
+  Tensor teacher_forced(const Tensor& X) override { return (*model_)(X); }
+  Tensor predict(const Tensor& source) override { return (*model_)(source); }
 
  private:
   // The encoder draws its initial weights before the decoder, as in the seed.
@@ -43,7 +43,7 @@ class TransformerModel : public SquaresModel {
                kSourceLen + kTargetLen) {}
   nn::Module& module() override { return model_; }
   Tensor teacher_forced(const Tensor& X) override {
-    return model_.forward(slice(X, 1, 0, kSourceLen), slice(X, 1, kSourceLen - 1, kSourceLen + kTargetLen - 1));
+    return model_(slice(X, 1, 0, kSourceLen), slice(X, 1, kSourceLen - 1, kSourceLen + kTargetLen - 1));
   }
   Tensor predict(const Tensor& source) override { return model_.predict(source, kTargetLen); }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
@@ -136,6 +137,18 @@ int train(const SquaresOptions& options) {
   fmt::print("wrote {}/config.json, metrics.csv, losses.svg, predictions.svg, last.safetensors, best.safetensors\n",
              options.training.out);
   return 0;
+}
+
+StepLoss first_step_loss(const SquaresOptions& options) {
+  const std::vector<Square> train_squares = generate_squares(options.train_data);
+  manual_seed(options.training.seed);
+  StepLoss step{make_model(options.model), {}};
+  SquaresTask task(*step.model, train_squares, points_tensor(generate_squares(options.test_data)));
+  const auto batch = std::min<int64_t>(options.training.batch_size, task.train_size());
+  std::vector<int64_t> rows(static_cast<size_t>(batch));
+  std::iota(rows.begin(), rows.end(), 0);
+  step.loss = task.loss(rows);
+  return step;
 }
 
 int eval(const EvalOptions& options) {

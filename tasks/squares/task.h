@@ -2,6 +2,7 @@
 // corners in, the last two out; a training set (seed 13) and a held-out test set (seed 19).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "tasks/common/training.h"
@@ -32,5 +33,14 @@ struct EvalOptions {
 int train(const SquaresOptions& options);
 // Prints the MSE of the checkpoint's autoregressive predictions on freshly generated squares.
 int eval(const EvalOptions& options);
+
+// The loss of one training step as `train` computes it (the model freshly initialised from the
+// seed, the first batch_size training squares), with the model that made it: what
+// `attograd graph squares` exports.
+struct StepLoss {
+  std::unique_ptr<SquaresModel> model;
+  Tensor loss;
+};
+StepLoss first_step_loss(const SquaresOptions& options);
 
 }  // namespace ag::squares

@@ -1,0 +1,155 @@
+// `attograd graph <task>`: the autograd graph of one training step's loss, as a numbered list
+// (text), Graphviz DOT, or SVG drawn by Graphviz's `dot`.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "engine/graph.h"
+#include "engine/inspect.h"
+#include "tasks/sentiment/task.h"
+#include "tasks/squares/task.h"
+#include "tools/commands.h"
+
+namespace ag::cli {
+
+namespace {
+
+struct GraphOptions {
+  std::string format = "text";
+  std::string out;  // empty: stdout
+  bool trace_backward = false;
+};
+
+std::string shell_quoted(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Runs `dot -Tsvg` on the DOT text and writes the drawing to `out` (through out.tmp, renamed into
+// place: never a partial file), or returns it when `out` is empty.
+std::string render_svg(const std::string& dot, const std::string& out) {
+  AG_CHECK(std::system("command -v dot > /dev/null 2>&1") == 0,
+           "graph: --format svg needs Graphviz's `dot` on the PATH (Debian package graphviz; tools/setup.sh installs "
+           "it); use --format dot and render it elsewhere");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::string stem = "attograd-graph-" + std::to_string(::getpid());
+  const std::filesystem::path input = dir / (stem + ".dot");
+  write_file_atomically(input.string(), dot);
+  const std::string target = out.empty() ? (dir / (stem + ".svg")).string() : out + ".tmp";
+  const int status = std::system(("dot -Tsvg " + shell_quoted(input.string()) + " -o " + shell_quoted(target)).c_str());
+  std::filesystem::remove(input);
+  if (status != 0) {
+    std::filesystem::remove(target);
+    fail("graph: `dot -Tsvg` could not write {} (exit status {})", out.empty() ? target : out, status);
+  }
+  if (out.empty()) {
+    std::string svg = read_file(target);
+    std::filesystem::remove(target);
+    return svg;
+  }
+  std::error_code error;
+  std::filesystem::rename(target, out, error);
+  if (error) {
+    std::filesystem::remove(target);
+    fail("graph: could not move {} into place as {}: {}", target, out, error.message());
+  }
+  return "";
+}
+
+// Exports the graph of `loss` as asked; then, with --trace-backward, runs the backward under a
+// trace (on stderr, so that stdout keeps only the graph).
+int export_graph(const GraphOptions& options, const Tensor& loss, const nn::Module& model) {
+  const ParameterNames names = parameter_names(model.named_parameters());
+  const Graph graph = capture_graph(loss, names);
+  std::string text = options.format == "text" ? graph_text(graph) : graph_dot(graph);
+  if (options.format == "svg") text = render_svg(text, options.out);
+  if (options.out.empty()) {
+    std::cout << text << std::flush;
+  } else {
+    if (options.format != "svg") write_file_atomically(options.out, text);
+    std::cerr << fmt::format("wrote {} ({} nodes)\n", options.out, graph.nodes.size());
+  }
+  if (options.trace_backward) {
+    const BackwardTrace trace(&std::cerr, 1, names);
+    loss.backward();
+  }
+  return 0;
+}
+
+void add_output_flags(CLI::App* app, GraphOptions& options) {
+  app->add_option("--format", options.format,
+                  "text: the tape as a numbered list in creation order; dot: Graphviz, clustered by module; svg: "
+                  "drawn by Graphviz's dot")
+      ->check(CLI::IsMember({"text", "dot", "svg"}))
+      ->capture_default_str();
+  app->add_option("--out", options.out, "Write to this file (default: stdout)");
+  app->add_flag("--trace-backward", options.trace_backward,
+                "Then run the backward and trace it node by node on stderr (gradient norms, times, summary by op)");
+}
+
+Command add_graph_squares(CLI::App* graph) {
+  auto options = std::make_shared<GraphOptions>();
+  auto task = std::make_shared<squares::SquaresOptions>();
+  CLI::App* app = graph->add_subcommand("squares", "The graph of `train squares`'s loss on its first batch");
+  add_output_flags(app, *options);
+  app->add_option("--model", task->model.model, "selfattn (seed 004's) or transformer")
+      ->check(CLI::IsMember({"selfattn", "transformer"}))
+      ->capture_default_str();
+  CLI::Option* heads = app->add_option("--heads", task->model.heads, "Attention heads (default: the model's, as train)")
+                           ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  app->add_option("--batch-size", task->training.batch_size, "Squares in the batch")
+      ->check(CLI::Range(int64_t{1}, int64_t{128}))
+      ->capture_default_str();
+  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")->capture_default_str();
+  return {app, [options, task, heads] {
+            const int64_t chosen_heads = task->model.heads;
+            task->model = squares::default_model_config(task->model.model);
+            if (heads->count() > 0) task->model.heads = chosen_heads;
+            const squares::StepLoss step = squares::first_step_loss(*task);
+            return export_graph(*options, step.loss, step.model->module());
+          }};
+}
+
+Command add_graph_sentiment(CLI::App* graph) {
+  auto options = std::make_shared<GraphOptions>();
+  auto task = std::make_shared<sentiment::SentimentOptions>();
+  CLI::App* app = graph->add_subcommand("sentiment", "The graph of `train sentiment`'s loss on its first batch");
+  add_output_flags(app, *options);
+  app->add_option("--heads", task->heads, "0: SelfAttention; N: seed 003's MultiHeadAttention with N heads")
+      ->check(CLI::Range(int64_t{0}, int64_t{64}))
+      ->capture_default_str();
+  app->add_option("--dim", task->dim, "Embedding and attention width")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  app->add_option("--batch-size", task->training.batch_size, "Sentences in the batch")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+      ->capture_default_str();
+  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")->capture_default_str();
+  return {app, [options, task] {
+            const sentiment::StepLoss step = sentiment::first_step_loss(*task);
+            return export_graph(*options, step.loss, *step.model);
+          }};
+}
+
+}  // namespace
+
+std::vector<Command> add_graph_commands(CLI::App& app) {
+  CLI::App* graph = app.add_subcommand(
+      "graph", "Export the autograd graph of one training step's loss (ops, module scopes, shapes, saved bytes)");
+  graph->require_subcommand(1);
+  return {add_graph_squares(graph), add_graph_sentiment(graph)};
+}
+
+}  // namespace ag::cli
