@@ -127,8 +127,7 @@ bool sync_to_disk(const std::vector<std::string>& paths) {
   return all;
 }
 
-void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   AG_CHECK(!metadata.contains(kChecksumKey), "save_safetensors: metadata key '{}' is reserved", kChecksumKey);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   header["__metadata__"] = nlohmann::ordered_json::object();
@@ -149,7 +148,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   data.reserve(offset);
   for (const auto& [name, tensor] : tensors)
     data.append(static_cast<const char*>(tensor.raw_data()), tensor.numel() * dtype_size(tensor.dtype()));
-  header["__metadata__"][kChecksumKey] = checksum(nlohmann::json::parse(header.dump()), data);
+  header["__metadata__"][kChecksumKey] = checksum(nlohmann::json(header), data);  // keys sorted, as a reader sees them
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string file(8, '\0');
@@ -157,7 +156,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   std::memcpy(file.data(), &length, 8);
   file += json;
   file += data;
-  write_file_atomically(path, file);
+  return file;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  write_file_atomically(path, safetensors_bytes(tensors, metadata));
 }
 
 SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_whole_file(path), path); }

@@ -25,6 +25,8 @@ struct SafetensorsFile {
   bool checksummed = false;                     // it carried attograd's checksum (and it matched)
 };
 
+// The file's bytes (with attograd's checksum in __metadata__); save_safetensors writes them.
+std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile load_safetensors(const std::string& path);

@@ -45,24 +45,29 @@ void with_path(const std::string& path, F&& load) {
 
 }  // namespace
 
-void save(const std::string& path, const Module& module, const std::string& config, const Optimizer* optimizer,
-          const std::map<std::string, std::string>& metadata) {
-  AG_CHECK(nlohmann::json::accept(config), "save {}: config is not valid JSON: {}", path, config);
+std::string checkpoint_bytes(const Module& module, const std::string& config, const Optimizer* optimizer,
+                             const std::map<std::string, std::string>& metadata) {
+  AG_CHECK(nlohmann::json::accept(config), "checkpoint: config is not valid JSON: {}", config);
   std::map<std::string, std::string> header = metadata;
   for (const char* reserved : {"format", "format_version", "config", "optimizer"})
-    AG_CHECK(!header.contains(reserved), "save {}: metadata key '{}' is reserved", path, reserved);
+    AG_CHECK(!header.contains(reserved), "checkpoint: metadata key '{}' is reserved", reserved);
   header.emplace("format", kCheckpointFormat);
   header.emplace("format_version", kCheckpointFormatVersion);
   header.emplace("config", config);
   NamedTensors tensors = module.state_dict();
   for (const auto& [name, _] : tensors)
-    AG_CHECK(!starts_with_prefix(name), "save {}: model tensor '{}' collides with the optimizer prefix", path, name);
+    AG_CHECK(!starts_with_prefix(name), "checkpoint: model tensor '{}' collides with the optimizer prefix", name);
   if (optimizer) {
     header.emplace("optimizer", optimizer->type_name());
     for (const auto& [name, tensor] : optimizer->state_dict())
       tensors.emplace_back(fmt::format("{}{}", kOptimizerPrefix, name), tensor);
   }
-  save_safetensors(path, tensors, header);
+  return safetensors_bytes(tensors, header);
+}
+
+void save(const std::string& path, const Module& module, const std::string& config, const Optimizer* optimizer,
+          const std::map<std::string, std::string>& metadata) {
+  write_file_atomically(path, checkpoint_bytes(module, config, optimizer, metadata));
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

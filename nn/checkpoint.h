@@ -27,8 +27,11 @@ struct Checkpoint {
   const std::string& config() const { return metadata.at("config"); }
 };
 
-// Writes atomically (temporary file, then rename): a crash leaves the old file or the new one.
-// `config` must be valid JSON; `metadata` may not use the reserved keys above.
+// The checkpoint file's bytes. `config` must be valid JSON; `metadata` may not use the reserved
+// keys above. The Trainer writes one set of bytes to last and best.
+std::string checkpoint_bytes(const Module& module, const std::string& config, const Optimizer* optimizer = nullptr,
+                             const std::map<std::string, std::string>& metadata = {});
+// Writes checkpoint_bytes atomically (temporary file, then rename): a crash leaves the old file or the new one.
 void save(const std::string& path, const Module& module, const std::string& config,
           const Optimizer* optimizer = nullptr, const std::map<std::string, std::string>& metadata = {});
 

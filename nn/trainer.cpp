@@ -187,8 +187,9 @@ void Trainer::save_epoch(const EpochRecord& record, bool best) {
   meta["shuffle_rng"] = encode_generator(shuffle_);
   meta["default_rng"] = encode_generator(default_generator());
   meta["best_val_loss"] = fmt::format("{:.17g}", best_val_loss_);
-  save(options_.out_dir + "/last.safetensors", model_, options_.config, &optimizer_, meta);
-  if (best) save(options_.out_dir + "/best.safetensors", model_, options_.config, &optimizer_, meta);
+  const std::string checkpoint = checkpoint_bytes(model_, options_.config, &optimizer_, meta);
+  write_file_atomically(options_.out_dir + "/last.safetensors", checkpoint);
+  if (best) write_file_atomically(options_.out_dir + "/best.safetensors", checkpoint);
   write_metrics();
 }
 
