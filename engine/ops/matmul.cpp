@@ -77,7 +77,8 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool 
 // out (batch, M, N) = scale · A @ B, each output row computed by one thread: no sums across
 // threads, so the result does not depend on the thread count. Rows of at least 16 outputs
 // accumulate row-wise (out[i, :] += A[i, k] · B[k, :], vectorised); shorter rows, the
-// attention heads' (T, head_dim) products, take one dot product per output.
+// attention heads' (T, head_dim) products, take one dot product per output, four outputs at a
+// time so that their sums advance together instead of waiting on each other's adds.
 template <typename T>
 void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p, T scale) {
   const int64_t M = p.m, K = p.k, N = p.n;
@@ -114,11 +115,19 @@ void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p, T scale
         }
         for (int64_t j = 0; j < N; ++j) out[j] *= scale;
       } else {
-        for (int64_t j = 0; j < N; ++j) {
-          T acc = 0;
-          for (int64_t k = 0; k < K; ++k) acc += A[k * a_k] * B[k * b_k + j * b_j];
-          out[j] = acc * scale;
-        }
+        auto dots = [&]<int W>(int64_t j) {  // out[j, j + W) as W dot products advancing together
+          T acc[W] = {};
+          for (int64_t k = 0; k < K; ++k) {
+            const T av = A[k * a_k];
+            const T* b = B + k * b_k + j * b_j;  // B(k, j)
+            for (int w = 0; w < W; ++w) acc[w] += av * b[w * b_j];
+          }
+          for (int w = 0; w < W; ++w) out[j + w] = acc[w] * scale;
+        };
+        int64_t j = 0;
+        for (; j + 4 <= N; j += 4) dots.template operator()<4>(j);
+        if (j + 2 <= N) dots.template operator()<2>(j), j += 2;
+        if (j < N) dots.template operator()<1>(j);
       }
       if (++i == M) i = 0, ++matrix;
     }
