@@ -1,5 +1,8 @@
 #include "tasks/common/training.h"
 
+#include <fmt/core.h>
+
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -41,7 +44,11 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
   const DetectAnomalyGuard anomaly(options.detect_anomaly);
   std::optional<BackwardTrace> trace;
   if (options.trace_backward) trace.emplace(&std::cerr, /*walks=*/1, parameter_names(model.named_parameters()));
-  return trainer.fit();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<nn::EpochRecord> history = trainer.fit();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  fmt::print("trained in {:.3f} s (wall, the epochs' checkpoints included)\n", took.count());
+  return history;
 }
 
 }  // namespace ag::tasks
