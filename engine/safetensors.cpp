@@ -112,6 +112,15 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (std::rename(temporary.c_str(), path.c_str()) != 0) fail_removing_temporary("rename", errno);
 }
 
+void create_output_folder(const std::string& dir) {
+  std::error_code error;
+  if (std::filesystem::exists(dir, error))
+    AG_CHECK(std::filesystem::is_directory(dir, error),
+             "{}: exists and is not a folder (expected a folder for the run's files)", dir);
+  std::filesystem::create_directories(dir, error);
+  AG_CHECK(!error, "{}: cannot create the folder: {}", dir, error.message());
+}
+
 bool sync_to_disk(const std::vector<std::string>& paths) {
   auto sync = [](const std::string& path, int flags) {
     const int fd = ::open(path.c_str(), O_RDONLY | flags);

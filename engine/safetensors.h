@@ -40,6 +40,10 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 // training); sync_to_disk does.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
+// Creates the folder `dir` (and its parents) for a run's files, or accepts it if it exists;
+// throws naming `dir` when it is not a folder or cannot be created.
+void create_output_folder(const std::string& dir);
+
 // fsyncs each existing file of `paths` and the folders holding them, so a power cut cannot lose
 // them. False if one could not be synced (it does not throw: it also runs while an error unwinds).
 bool sync_to_disk(const std::vector<std::string>& paths);

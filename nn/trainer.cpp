@@ -8,7 +8,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -195,7 +194,7 @@ void Trainer::save_epoch(const EpochRecord& record, bool best) {
 
 std::vector<EpochRecord> Trainer::fit() {
   if (options_.out_dir.empty()) return run_epochs();
-  std::filesystem::create_directories(options_.out_dir);
+  create_output_folder(options_.out_dir);
   // Each epoch's files are replaced atomically but not synced (that would cost more than the
   // epoch); the run's last ones are synced once, when it ends or stops (Ctrl-C, a NaN loss).
   const std::vector<std::string> files = {options_.out_dir + "/last.safetensors",

@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -39,7 +38,7 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
                                      .checkpoint_metadata = checkpoint_metadata};
   nn::Trainer trainer(model, optimizer, task, trainer_options);
   if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
-  std::filesystem::create_directories(options.out);
+  create_output_folder(options.out);
   write_file_atomically(options.out + "/config.json", nlohmann::json::parse(config).dump(2) + "\n");
   const DetectAnomalyGuard anomaly(options.detect_anomaly);
   std::optional<BackwardTrace> trace;

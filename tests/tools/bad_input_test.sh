@@ -130,8 +130,8 @@ bad "predict --file a directory" 2 "directory" -- "$attograd" predict sentiment 
 
 echo "== output folders"
 echo "a file" >"$work/afile"
-bad "--out below a regular file" 1 "afile" -- "$attograd" train sentiment --epochs 1 --out "$work/afile/run" --quiet
-bad "--out is a regular file" 1 "afile" -- "$attograd" train sentiment --epochs 1 --out "$work/afile" --quiet
+bad "--out below a regular file" 1 "afile/run: cannot create the folder" -- "$attograd" train sentiment --epochs 1 --out "$work/afile/run" --quiet
+bad "--out is a regular file" 1 "afile: exists and is not a folder" -- "$attograd" train sentiment --epochs 1 --out "$work/afile" --quiet
 bad "--explain below a regular file" 1 "afile" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$work/afile/x.svg"
 bad "--predictions below a regular file" 1 "afile" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$work/afile/p.safetensors"
 [ "$(cat "$work/afile")" = "a file" ] && echo "OK the regular file in the way is intact" || { echo "NOT OK $work/afile changed"; failures=$((failures + 1)); }
