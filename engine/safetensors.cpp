@@ -114,9 +114,9 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
 
 void create_output_folder(const std::string& dir) {
   std::error_code error;
-  if (std::filesystem::exists(dir, error))
-    AG_CHECK(std::filesystem::is_directory(dir, error),
-             "{}: exists and is not a folder (expected a folder for the run's files)", dir);
+  const std::filesystem::file_status status = std::filesystem::status(dir, error);
+  AG_CHECK(!std::filesystem::exists(status) || std::filesystem::is_directory(status),
+           "{}: exists and is not a folder (expected a folder for the run's files)", dir);
   std::filesystem::create_directories(dir, error);
   AG_CHECK(!error, "{}: cannot create the folder: {}", dir, error.message());
 }

@@ -108,19 +108,23 @@ template <typename T>
 #pragma omp simd
   for (int64_t k = 0; k < size; ++k) dx[k] = y[k] * (g[k] - dot);
 }
-[[gnu::target_clones("arch=haswell", "default")]] void softmax_backward_row(const float* y, const float* g, float* dx,
-                                                                            int64_t size) {
+[[gnu::target_clones("arch=haswell", "default")]] void softmax_backward_short_row(const float* y, const float* g,
+                                                                                  float* dx, int64_t size) {
   softmax_backward_row_body(y, g, dx, size);
 }
 // Long f32 rows also get an AVX-512 clone: at (8192,128) it ties oneDNN's jit:avx512_core
 // (102 vs 97 µs on 2 threads, where the AVX2 clone takes 142 µs); on short rows its longer
 // set-up loses (194 vs 119 ns at (12,6)), hence the threshold.
-constexpr int64_t kLongRowMin = 64;
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void softmax_backward_long_row(const float* y,
                                                                                                    const float* g,
                                                                                                    float* dx,
                                                                                                    int64_t size) {
   softmax_backward_row_body(y, g, dx, size);
+}
+void softmax_backward_row(const float* y, const float* g, float* dx, int64_t size) {
+  constexpr int64_t kLongRowMin = 64;
+  if (size >= kLongRowMin) return softmax_backward_long_row(y, g, dx, size);
+  softmax_backward_short_row(y, g, dx, size);
 }
 [[gnu::target_clones("arch=haswell", "default")]] void softmax_backward_row(const double* y, const double* g,
                                                                             double* dx, int64_t size) {
@@ -142,14 +146,6 @@ Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim) {
     const T* pg = g.data<T>();
     T* pd = dx.data<T>();
     const int64_t size = p.size, inner = p.inner;
-    if constexpr (std::is_same_v<T, float>) {
-      if (inner == 1 && size >= kLongRowMin) {
-        parallel_for(p.outer, 3 * size, [&](int64_t row) {
-          softmax_backward_long_row(py + row * size, pg + row * size, pd + row * size, size);
-        });
-        return;
-      }
-    }
     if (inner == 1) {
       parallel_for(p.outer, 3 * size,
                    [&](int64_t row) { softmax_backward_row(py + row * size, pg + row * size, pd + row * size, size); });
