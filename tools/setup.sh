@@ -27,6 +27,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+# The real corpora (Moby-Dick, the UCI sentences) into the data cache; the tests that train on them
+# need them. Offline, it says what to do and the rest of the set-up goes on.
+"$root/tools/fetch_data.sh" || echo "setup: the corpora could not all be fetched (see above)" >&2
+
 build="$root/build"
 options=(-DCMAKE_BUILD_TYPE=Release)
 if [ "${1:-}" = "--sanitize" ]; then
