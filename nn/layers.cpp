@@ -67,12 +67,11 @@ std::string Dropout::extra_repr() const {
   return p == std::floor(p) ? fmt::format("p={:.1f}, inplace=False", p) : fmt::format("p={}, inplace=False", p);
 }
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, bool bias)
     : normalized_shape(std::move(normalized_shape)), eps(eps) {
-  if (elementwise_affine) {
-    weight = register_parameter("weight", ones(this->normalized_shape));
-    bias = register_parameter("bias", zeros(this->normalized_shape));
-  }
+  if (!elementwise_affine) return;
+  weight = register_parameter("weight", ones(this->normalized_shape));
+  if (bias) this->bias = register_parameter("bias", zeros(this->normalized_shape));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }

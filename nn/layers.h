@@ -50,7 +50,8 @@ class Dropout : public UnaryModule {
 
 class LayerNorm : public UnaryModule {
  public:
-  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  // bias = false: a weight and no bias (PyTorch 2.1's LayerNorm(bias=False); nanoGPT's LN).
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;
@@ -58,7 +59,7 @@ class LayerNorm : public UnaryModule {
   Shape normalized_shape;
   double eps;
   Tensor weight;  // ones
-  Tensor bias;    // zeros
+  Tensor bias;    // zeros; undefined without bias
 };
 
 class ReLU : public UnaryModule {

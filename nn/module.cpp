@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <algorithm>
 #include <map>
 
 #include "engine/autograd.h"
@@ -44,8 +45,16 @@ void Module::collect(const std::string& prefix, bool parameters, bool buffers, b
 }
 
 NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors all;
+  collect("", true, false, recurse, all);
+  // A tensor registered under two names (a GPT's lm_head tied to its token embedding) is one
+  // parameter: listed once, under its first name, as PyTorch's named_parameters() does.
   NamedTensors out;
-  collect("", true, false, recurse, out);
+  for (auto& [name, t] : all) {
+    const bool seen =
+        std::any_of(out.begin(), out.end(), [&](const auto& kept) { return kept.second.impl() == t.impl(); });
+    if (!seen) out.emplace_back(std::move(name), std::move(t));
+  }
   return out;
 }
 

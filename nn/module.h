@@ -46,6 +46,8 @@ class Module {
   virtual std::string type_name() const = 0;
   virtual std::string extra_repr() const { return ""; }
 
+  // Each parameter once (a tensor shared by two modules, as tied weights, under its first name);
+  // state_dict() lists it under every name.
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;

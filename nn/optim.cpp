@@ -204,17 +204,24 @@ void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, dou
   param.add_(state.update, -lr() / bias_correction1);  // param.addcdiv_(exp_avg, denom, -step_size)
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, const std::vector<Tensor>& no_decay)
     : Adam(std::move(params),
            {.lr = options.lr,
             .beta1 = options.beta1,
             .beta2 = options.beta2,
             .eps = options.eps,
             .weight_decay = options.weight_decay},
-           "AdamW") {}
+           "AdamW") {
+  for (const Tensor& p : no_decay) {
+    AG_CHECK(std::any_of(this->params().begin(), this->params().end(),
+                         [&](const Tensor& q) { return q.impl() == p.impl(); }),
+             "AdamW: a no_decay tensor of shape {} is not one of the parameters", shape_str(p.shape()));
+    no_decay_.insert(p.impl());
+  }
+}
 
 void AdamW::update(Tensor& param, const Tensor& grad, ParamState& state) {
-  param.mul_(1 - lr() * options.weight_decay);  // param.mul_(1 - lr * weight_decay)
+  if (!no_decay_.count(param.impl())) param.mul_(1 - lr() * options.weight_decay);  // param.mul_(1 - lr * weight_decay)
   adam_update(param, grad, state, 0);
 }
 
@@ -229,7 +236,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     if (!p.grad().defined()) continue;
     dispatch_floating(p.grad().dtype(), "clip_grad_norm", [&]<typename T>() {
       const T* g = p.grad().template data<T>();
-      for (int64_t i = 0; i < p.grad().numel(); ++i) {
+      const int64_t n = p.grad().numel();
+      if (norm_type == 2) {  // the common case, without a pow per element
+        for (int64_t i = 0; i < n; ++i) total += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
         const double magnitude = std::abs(static_cast<double>(g[i]));
         total = infinity ? std::max(total, magnitude) : total + std::pow(magnitude, norm_type);
       }

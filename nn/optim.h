@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,13 +111,16 @@ struct AdamWOptions {
 };
 
 // Decoupled weight decay: p ← p·(1 − lr·wd), then Adam's step without L2. As torch.optim.AdamW.
+// The parameters in `no_decay` (a subset of `params`) get no decay: PyTorch's second param group
+// {"params": no_decay, "weight_decay": 0}, as nanoGPT uses for LayerNorm weights and biases.
 class AdamW : public Adam {
  public:
-  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {}, const std::vector<Tensor>& no_decay = {});
   std::string type_name() const override { return "AdamW"; }
 
  private:
   void update(Tensor& param, const Tensor& grad, ParamState& state) override;
+  std::set<const TensorImpl*> no_decay_;
 };
 
 // Scales all gradients together so their joint norm is at most max_norm and returns the norm

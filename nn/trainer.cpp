@@ -18,12 +18,11 @@ namespace ag::nn {
 
 namespace {
 
-std::atomic<bool> stop_requested{false};
+std::atomic<int> stop_signal{0};  // the signal that asked the run to stop, 0 if none
 
-extern "C" void request_stop(int) { stop_requested = true; }
+extern "C" void request_stop(int signal) { stop_signal = signal; }
 
-std::string encode_generator(const Generator& gen) {
-  const Generator::State s = gen.state();
+std::string encode_generator(const Generator::State& s) {
   uint64_t spare_bits = 0;
   std::memcpy(&spare_bits, &s.spare_normal, 8);
   return fmt::format("{:016x} {} {:016x}", s.counter, s.has_spare_normal ? 1 : 0, spare_bits);
@@ -56,37 +55,47 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
   return history;
 }
 
-// A tqdm-like line on stderr: epoch, bar, percent, it/s, running loss.
+// A tqdm-like line on stderr: where the run is, a bar, it/s (or tokens/s), the running loss and
+// the time left.
 class ProgressBar {
  public:
-  ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t steps)
+  ProgressBar(bool enabled, std::string label, int64_t steps, int64_t tokens_per_step)
       : enabled_(enabled && ::isatty(STDERR_FILENO)),
-        epoch_(epoch),
-        epochs_(epochs),
+        label_(std::move(label)),
         steps_(steps),
+        tokens_per_step_(tokens_per_step),
         start_(std::chrono::steady_clock::now()) {}
   ~ProgressBar() {
     if (enabled_) std::fputs("\r\033[K", stderr);
   }
-  void update(int64_t step, double running_loss) const {
+  // `step` of this bar's steps are done, `first` of them before it started (a resumed epoch).
+  void update(int64_t step, int64_t first, double running_loss) const {
     if (!enabled_) return;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double per_second = seconds > 0 ? static_cast<double>(step - first) / seconds : 0.0;
     const int filled = static_cast<int>(20 * step / steps_);
-    std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %3lld%% %.0f it/s loss %.4f", static_cast<long long>(epoch_),
-                 static_cast<long long>(epochs_), std::string(filled, '#').c_str(),
-                 std::string(20 - filled, '.').c_str(), static_cast<long long>(100 * step / steps_),
-                 seconds > 0 ? step / seconds : 0.0, running_loss);
+    const std::string rate =
+        tokens_per_step_ > 0 ? fmt::format("{:.1f}k tok/s", per_second * static_cast<double>(tokens_per_step_) / 1e3)
+                             : fmt::format("{:.0f} it/s", per_second);
+    const double left = per_second > 0 ? static_cast<double>(steps_ - step) / per_second : 0.0;
+    std::fprintf(stderr, "\r%s [%s%s] %3lld%% %s loss %.4f %d:%02d left\033[K", label_.c_str(),
+                 std::string(filled, '#').c_str(), std::string(20 - filled, '.').c_str(),
+                 static_cast<long long>(100 * step / steps_), rate.c_str(), running_loss, static_cast<int>(left) / 60,
+                 static_cast<int>(left) % 60);
   }
 
  private:
   bool enabled_;
-  int64_t epoch_, epochs_, steps_;
+  std::string label_;
+  int64_t steps_, tokens_per_step_;
   std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace
 
-void stop_training_on_sigint() { std::signal(SIGINT, request_stop); }
+void stop_training_on_signals() {
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal, request_stop);
+}
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options)
     : model_(model),
@@ -98,6 +107,11 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOp
   AG_CHECK(options_.epochs >= 1, "trainer: epochs must be at least 1, got {}", options_.epochs);
   AG_CHECK(options_.batch_size >= 1, "trainer: batch size must be at least 1, got {}", options_.batch_size);
   AG_CHECK(task_.train_size() >= 1, "trainer: the training set is empty");
+  AG_CHECK(options_.steps_per_epoch >= 0 && options_.max_steps >= 0 &&
+               (options_.max_steps == 0 || options_.max_steps > (options_.epochs - 1) * options_.steps_per_epoch),
+           "trainer: max_steps {} does not fall in the last of {} epochs of {} steps", options_.max_steps,
+           options_.epochs, options_.steps_per_epoch);
+  epoch_start_shuffle_ = shuffle_.state();
 }
 
 void Trainer::resume(const std::string& last_checkpoint) {
@@ -114,6 +128,17 @@ void Trainer::resume(const std::string& last_checkpoint) {
   }
   decode_generator(meta.at("shuffle_rng"), shuffle_);
   decode_generator(meta.at("default_rng"), default_generator());
+  if (meta.count("epoch_step")) {  // saved in the middle of an epoch (a signal)
+    try {
+      resume_step_ = std::stoll(meta.at("epoch_step"));
+      resume_loss_sum_ = std::stod(meta.at("epoch_loss_sum"));
+    } catch (const std::exception& e) {
+      fail("{}: the mid-epoch position in its metadata is malformed: {}", last_checkpoint, e.what());
+    }
+    AG_CHECK(resume_step_ >= 0 && resume_step_ < steps_in_epoch(static_cast<int64_t>(history_.size()) + 1),
+             "{}: the checkpoint's epoch_step {} does not fit this run's epoch of {} steps", last_checkpoint,
+             resume_step_, steps_in_epoch(static_cast<int64_t>(history_.size()) + 1));
+  }
 }
 
 void Trainer::check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const {
@@ -131,39 +156,98 @@ void Trainer::check_same_run_kind(const std::string& path, const Checkpoint& che
   }
 }
 
-TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) const {
-  const std::string kept = options_.out_dir.empty() || history_.empty()
-                               ? "no checkpoint was written yet"
-                               : fmt::format("{}/last.safetensors holds epoch {} (continue with --resume)",
-                                             options_.out_dir, history_.back().epoch);
-  return TrainingInterrupted(fmt::format("interrupted at epoch {}, step {}; {}", epoch, step, kept));
+int64_t Trainer::steps_in_epoch(int64_t epoch) const {
+  if (options_.steps_per_epoch == 0) return (task_.train_size() + options_.batch_size - 1) / options_.batch_size;
+  const int64_t before = (epoch - 1) * options_.steps_per_epoch;
+  return options_.max_steps > 0 ? std::min(options_.steps_per_epoch, options_.max_steps - before)
+                                : options_.steps_per_epoch;
 }
 
-double Trainer::train_epoch(int64_t epoch) {
-  const int64_t n = task_.train_size();
+int64_t Trainer::total_steps() const {
+  int64_t total = 0;
+  for (int64_t epoch = 1; epoch <= options_.epochs; ++epoch) total += steps_in_epoch(epoch);
+  return total;
+}
+
+// The epoch's batches of example indices, drawn from shuffle_ (which the epoch's checkpoint saves
+// as it was before these draws, so a resume draws them again).
+std::vector<std::vector<int64_t>> Trainer::draw_batches(int64_t epoch) {
+  const int64_t n = task_.train_size(), batch_size = options_.batch_size;
+  std::vector<std::vector<int64_t>> batches;
+  if (options_.steps_per_epoch > 0) {  // random examples, with replacement
+    for (int64_t step = 0; step < steps_in_epoch(epoch); ++step) {
+      std::vector<int64_t>& batch = batches.emplace_back(batch_size);
+      for (int64_t& index : batch) index = shuffle_.randint(0, n);
+    }
+    return batches;
+  }
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[shuffle_.randint(0, i + 1)]);  // Fisher-Yates
-  const int64_t steps = (n + options_.batch_size - 1) / options_.batch_size;
-  ProgressBar bar(options_.progress, epoch, options_.epochs, steps);
-  model_.train();
-  double total = 0;
-  for (int64_t step = 0; step < steps; ++step) {
-    const auto first = order.begin() + step * options_.batch_size;
-    const std::vector<int64_t> batch(first, std::min(first + options_.batch_size, order.end()));
-    optimizer_.zero_grad();
-    Tensor loss = task_.loss(batch);
-    const double value = loss.item();
-    if (!std::isfinite(value))
-      throw TrainingDiverged(
-          fmt::format("training diverged: the loss is {} at epoch {}, step {}", value, epoch, step + 1));
-    loss.backward();
-    optimizer_.step();
-    total += value * static_cast<double>(batch.size());
-    bar.update(step + 1, total / static_cast<double>(std::min(n, (step + 1) * options_.batch_size)));
-    if (stop_requested) throw interrupted(epoch, step + 1);
+  for (int64_t first = 0; first < n; first += batch_size)
+    batches.emplace_back(order.begin() + first, order.begin() + std::min(first + batch_size, n));
+  return batches;
+}
+
+TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
+  const int signal = stop_signal.exchange(0);
+  std::string kept = "no checkpoint was written";
+  if (!options_.out_dir.empty()) {
+    std::map<std::string, std::string> meta = checkpoint_metadata();
+    meta["epoch_step"] = std::to_string(step);
+    meta["epoch_loss_sum"] = fmt::format("{:.17g}", loss_sum_);
+    write_file_atomically(options_.out_dir + "/last.safetensors",
+                          checkpoint_bytes(model_, options_.config, &optimizer_, meta));
+    kept = fmt::format("{}/last.safetensors holds it (continue with --resume)", options_.out_dir);
   }
-  return total / static_cast<double>(n);
+  const std::string where = options_.steps_per_epoch > 0
+                                ? fmt::format("iteration {}", (epoch - 1) * options_.steps_per_epoch + step)
+                                : fmt::format("epoch {}, step {}", epoch, step);
+  return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), where, kept), signal);
+}
+
+void Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step, double& loss_sum) {
+  const auto start = std::chrono::steady_clock::now();
+  if (options_.lr_schedule) {
+    const int64_t global_step = options_.steps_per_epoch > 0 ? (epoch - 1) * options_.steps_per_epoch + step
+                                                             : (epoch - 1) * steps_in_epoch(1) + step;
+    optimizer_.set_lr(options_.lr_schedule(global_step));
+  }
+  optimizer_.zero_grad();
+  Tensor loss = task_.loss(batch);
+  const double value = loss.item();
+  if (!std::isfinite(value))
+    throw TrainingDiverged(
+        fmt::format("training diverged: the loss is {} at epoch {}, step {}", value, epoch, step + 1));
+  loss.backward();
+  if (options_.clip_grad_norm > 0) clip_grad_norm(optimizer_.params(), options_.clip_grad_norm);
+  optimizer_.step();
+  loss_sum += value * static_cast<double>(batch.size());
+  step_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+double Trainer::train_epoch(int64_t epoch) {
+  epoch_start_shuffle_ = shuffle_.state();
+  const std::vector<std::vector<int64_t>> batches = draw_batches(epoch);
+  const int64_t steps = static_cast<int64_t>(batches.size());
+  const std::string label =
+      options_.steps_per_epoch > 0
+          ? fmt::format("iter {}/{}", (epoch - 1) * options_.steps_per_epoch + steps, total_steps())
+          : fmt::format("epoch {}/{}", epoch, options_.epochs);
+  ProgressBar bar(options_.progress, label, steps, options_.tokens_per_step);
+  model_.train();
+  int64_t examples = 0;
+  for (int64_t step = 0; step < resume_step_; ++step) examples += static_cast<int64_t>(batches[step].size());
+  loss_sum_ = resume_loss_sum_;
+  for (int64_t step = resume_step_; step < steps; ++step) {
+    train_step(batches[step], epoch, step, loss_sum_);
+    examples += static_cast<int64_t>(batches[step].size());
+    bar.update(step + 1, resume_step_, loss_sum_ / static_cast<double>(examples));
+    if (stop_signal) throw interrupted(epoch, step + 1);
+  }
+  resume_step_ = 0;
+  resume_loss_sum_ = 0;
+  return loss_sum_ / static_cast<double>(examples);
 }
 
 void Trainer::write_metrics() const {
@@ -179,13 +263,22 @@ void Trainer::write_metrics() const {
   write_file_atomically(options_.out_dir + "/metrics.csv", csv);
 }
 
-void Trainer::save_epoch(const EpochRecord& record, bool best) {
+// What a resume needs besides the tensors: the history, the RNG states as they were when the
+// current epoch began (shuffle) and are now (dropout), the best validation loss.
+std::map<std::string, std::string> Trainer::checkpoint_metadata() const {
   std::map<std::string, std::string> meta = options_.checkpoint_metadata;
-  meta["epoch"] = std::to_string(record.epoch);
+  meta["epoch"] = std::to_string(history_.empty() ? 0 : history_.back().epoch);
   meta["history"] = to_json(history_).dump();
-  meta["shuffle_rng"] = encode_generator(shuffle_);
-  meta["default_rng"] = encode_generator(default_generator());
+  meta["shuffle_rng"] = encode_generator(epoch_start_shuffle_);
+  meta["default_rng"] = encode_generator(default_generator().state());
   meta["best_val_loss"] = fmt::format("{:.17g}", best_val_loss_);
+  return meta;
+}
+
+void Trainer::save_epoch(const EpochRecord& record, bool best) {
+  epoch_start_shuffle_ = shuffle_.state();  // the next epoch starts from here
+  std::map<std::string, std::string> meta = checkpoint_metadata();
+  meta["epoch"] = std::to_string(record.epoch);
   const std::string checkpoint = checkpoint_bytes(model_, options_.config, &optimizer_, meta);
   write_file_atomically(options_.out_dir + "/last.safetensors", checkpoint);
   if (best) write_file_atomically(options_.out_dir + "/best.safetensors", checkpoint);
@@ -218,6 +311,10 @@ std::vector<EpochRecord> Trainer::run_epochs() {
       NoGradGuard no_grad;
       model_.eval();
       record.metrics = task_.evaluate();
+    }
+    if (options_.steps_per_epoch > 0) {
+      record.metrics["iter"] = static_cast<double>((epoch - 1) * options_.steps_per_epoch + steps_in_epoch(epoch));
+      record.metrics["lr"] = optimizer_.lr();
     }
     const double val = record.metrics.count("val_loss") ? record.metrics.at("val_loss") : record.train_loss;
     const bool best = val < best_val_loss_;

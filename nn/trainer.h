@@ -2,6 +2,7 @@
 // progress bar, checkpoints (last and best by validation loss) and resume.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,6 +28,14 @@ class TrainTask {
 struct TrainerOptions {
   int64_t epochs = 100;
   int64_t batch_size = 16;
+  // 0: an epoch is one pass over the training set in a seeded shuffle. N > 0: an epoch is N
+  // steps, each on batch_size indices drawn uniformly from [0, train_size()) (nanoGPT's random
+  // windows), and metrics.csv gains the columns iter (steps so far) and lr.
+  int64_t steps_per_epoch = 0;
+  int64_t max_steps = 0;                              // with steps_per_epoch: the last epoch ends here (0: no cut)
+  std::function<double(int64_t step)> lr_schedule{};  // if set: the lr of each step, counted from 0
+  double clip_grad_norm = 0;                          // > 0: the gradients' global norm is clipped to it
+  int64_t tokens_per_step = 0;                        // > 0: the progress bar shows tokens/s
   uint64_t seed = 0;
   std::string out_dir;   // metrics.csv, last.safetensors, best.safetensors; nothing written if empty
   bool progress = true;  // the bar on stderr, only when stderr is a terminal
@@ -35,8 +44,8 @@ struct TrainerOptions {
 };
 
 struct EpochRecord {
-  int64_t epoch = 0;  // from 1
-  double train_loss = 0;
+  int64_t epoch = 0;      // from 1
+  double train_loss = 0;  // the mean of the epoch's batch losses
   std::map<std::string, double> metrics;
   // No wall time: metrics.csv and checkpoints must be the same bytes for the same seed.
 };
@@ -46,10 +55,12 @@ class TrainingDiverged : public Error {
  public:
   using Error::Error;
 };
-// SIGINT arrived: stopped after the current step; `last` holds the last complete epoch.
+// SIGINT, SIGTERM or SIGHUP arrived: stopped after the current step, whose state `last` holds
+// (a resume continues from that step, bit for bit).
 class TrainingInterrupted : public Error {
  public:
-  using Error::Error;
+  TrainingInterrupted(const std::string& message, int signal) : Error(message), signal(signal) {}
+  int signal;  // the process should exit with 128 + signal
 };
 
 class Trainer {
@@ -62,12 +73,20 @@ class Trainer {
   // Trains up to options.epochs; with an out_dir, checkpoints every epoch and syncs them to the
   // disk when it returns or throws.
   std::vector<EpochRecord> fit();
+  // The wall time of each training step of this process (batch, forward, backward, step): not
+  // written to any file, so that files stay the same bytes from run to run.
+  const std::vector<double>& step_seconds() const { return step_seconds_; }
 
  private:
   void check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const;
   std::vector<EpochRecord> run_epochs();
+  int64_t steps_in_epoch(int64_t epoch) const;
+  int64_t total_steps() const;
+  std::vector<std::vector<int64_t>> draw_batches(int64_t epoch);
   double train_epoch(int64_t epoch);
-  TrainingInterrupted interrupted(int64_t epoch, int64_t step) const;
+  void train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step, double& loss_sum);
+  TrainingInterrupted interrupted(int64_t epoch, int64_t step);
+  std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);
   void write_metrics() const;
 
@@ -75,12 +94,19 @@ class Trainer {
   Optimizer& optimizer_;
   TrainTask& task_;
   TrainerOptions options_;
-  Generator shuffle_;
+  Generator shuffle_;  // the batches' draws; checkpointed as it was when the current epoch began
+  Generator::State epoch_start_shuffle_{};
   std::vector<EpochRecord> history_;
   double best_val_loss_;
+  int64_t resume_step_ = 0;  // steps of the current epoch a mid-epoch checkpoint had done
+  double resume_loss_sum_ = 0;
+  int64_t steps_done_ = 0;  // in this epoch, and their summed loss, for a mid-epoch checkpoint
+  double loss_sum_ = 0;
+  std::vector<double> step_seconds_;
 };
 
-// Installs a SIGINT handler that asks a running Trainer to stop after its current step.
-void stop_training_on_sigint();
+// Installs SIGINT, SIGTERM and SIGHUP handlers that ask a running Trainer to stop after its
+// current step, save it and throw TrainingInterrupted.
+void stop_training_on_signals();
 
 }  // namespace ag::nn

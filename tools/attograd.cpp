@@ -22,6 +22,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
     commands.insert(commands.end(), group.begin(), group.end());
   commands.push_back(ag::cli::add_predict_command(app));
   commands.push_back(ag::cli::add_bench_command(app));
+  commands.push_back(ag::cli::add_sample_command(app));
   commands.push_back(ag::cli::add_walkthrough_command(app));
   for (const ag::cli::Command& command : ag::cli::add_graph_commands(app)) commands.push_back(command);
 
@@ -40,7 +41,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
     return 3;
   } catch (const ag::nn::TrainingInterrupted& e) {
     std::cerr << "attograd: " << e.what() << "\n";
-    return 130;
+    return 128 + e.signal;  // as a shell reports a process the signal ended: 130 for SIGINT
   } catch (const ag::Error& e) {
     std::cerr << "attograd: error: " << e.what() << "\n";
     return 1;

@@ -14,9 +14,10 @@ struct Command {
 
 Command add_gradcheck_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
-std::vector<Command> add_train_commands(CLI::App& app);  // train sentiment, train squares
-std::vector<Command> add_eval_commands(CLI::App& app);   // eval sentiment, eval squares
+std::vector<Command> add_train_commands(CLI::App& app);  // train sentiment, squares, charlm
+std::vector<Command> add_eval_commands(CLI::App& app);   // eval sentiment, squares, charlm
 Command add_predict_command(CLI::App& app);
+Command add_sample_command(CLI::App& app);  // sample (from a charlm checkpoint)
 Command add_walkthrough_command(CLI::App& app);
 std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, graph sentiment
 

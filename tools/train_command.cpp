@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/trainer.h"
+#include "tasks/charlm/task.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
@@ -34,8 +35,10 @@ void print_peak_memory() {
 
 // The flags every `train <task>` takes, with the task's defaults shown. Returns --lr, whose default
 // may depend on other flags.
-CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help) {
-  app->add_option("--epochs", options.epochs, "Passes over the training set")->check(kCount)->capture_default_str();
+CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,
+                                bool epochs = true) {
+  if (epochs)
+    app->add_option("--epochs", options.epochs, "Passes over the training set")->check(kCount)->capture_default_str();
   CLI::Option* lr = app->add_option("--lr", options.lr, lr_help)->check(kPositiveFinite)->capture_default_str();
   app->add_option("--batch-size", options.batch_size, "Examples per step")->check(kCount)->capture_default_str();
   app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
@@ -72,7 +75,7 @@ Command add_train_sentiment(CLI::App* train) {
       ->check(CLI::Range(int64_t{0}, int64_t{4096}))
       ->capture_default_str();
   return {app, [options] {
-            nn::stop_training_on_sigint();
+            nn::stop_training_on_signals();
             return sentiment::train(*options);
           }};
 }
@@ -111,12 +114,85 @@ Command add_train_squares(CLI::App* train) {
               if (sizes[i]->count() == 0) *fields[i] = default_sizes[i];
             if (dropout->count() == 0) options->model.dropout = defaults.dropout;
             if (lr->count() == 0) options->training.lr = squares::default_lr(options->model.model);
-            nn::stop_training_on_sigint();
+            nn::stop_training_on_signals();
             return squares::train(*options);
           }};
 }
 
+Command add_train_charlm(CLI::App* train) {
+  auto options = std::make_shared<charlm::CharLMOptions>();
+  CLI::App* app = train->add_subcommand(
+      "charlm",
+      "A character-level GPT (nanoGPT's model and recipe) on Moby-Dick or --data FILE; prints the validation loss");
+  app->footer(
+      "Random windows of --block-size characters from the first 90% of the text; every --eval-interval iterations "
+      "(and at the end) the loss over every window of the last 10%. The defaults are nanoGPT's CPU baby GPT.");
+  add_training_flags(app, options->training, "Peak AdamW learning rate", /*epochs=*/false);
+  app->add_option("--data", options->data, "A UTF-8 text file (default: Moby-Dick, fetched by tools/fetch_data.sh)");
+  app->add_option("--iters", options->iters, "Optimizer steps")->check(kCount)->capture_default_str();
+  app->add_option("--eval-interval", options->eval_interval, "Iterations between validation losses and checkpoints")
+      ->check(kCount)
+      ->capture_default_str();
+  app->add_option("--warmup-iters", options->warmup_iters, "Linear warm-up, then cosine decay to --min-lr")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->capture_default_str();
+  app->add_option("--min-lr", options->min_lr, "Learning rate at the last iteration")
+      ->check(kPositiveFinite)
+      ->capture_default_str();
+  app->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay (matrices only)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app->add_option("--grad-clip", options->grad_clip, "Clip the gradients' global norm to this (0: no clipping)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app->add_option("--block-size", options->model.block_size, "Context length (characters)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  app->add_option("--layers", options->model.n_layer, "Transformer blocks")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}))
+      ->capture_default_str();
+  app->add_option("--heads", options->model.n_head, "Attention heads (dividing --width)")
+      ->check(CLI::Range(int64_t{1}, int64_t{256}))
+      ->capture_default_str();
+  app->add_option("--width", options->model.n_embd, "Embedding width (n_embd)")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}))
+      ->capture_default_str();
+  app->add_option("--dropout", options->model.dropout, "Dropout (embeddings, attention weights, residuals)")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  app->add_flag("--bias", options->model.bias, "Biases in the Linears and LayerNorms (nanoGPT's train.py: none)");
+  return {app, [options] {
+            nn::stop_training_on_signals();
+            return charlm::train(*options);
+          }};
+}
+
 }  // namespace
+
+Command add_sample_command(CLI::App& app) {
+  auto options = std::make_shared<charlm::SampleOptions>();
+  CLI::App* sample = app.add_subcommand("sample", "Generate text from a `train charlm` checkpoint, streamed to stdout");
+  sample->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train charlm`")->required();
+  sample->add_option("--prompt", options->prompt, "Text to continue (default: a newline)");
+  sample->add_option("--tokens", options->tokens, "Characters to generate")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}))
+      ->capture_default_str();
+  sample->add_option("--temperature", options->temperature, "Divides the logits: < 1 sharper, > 1 flatter")
+      ->check(kPositiveFinite)
+      ->capture_default_str();
+  sample->add_option("--top-k", options->top_k, "Draw only from the K most likely characters (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1 << 21}))
+      ->capture_default_str();
+  sample->add_option("--seed", options->seed, "Seed of the draws: the same seed gives the same text")
+      ->capture_default_str();
+  sample->add_flag("--drop-unknown", options->drop_unknown,
+                   "Leave out prompt characters the model's vocabulary lacks (default: an error listing them)");
+  sample->footer(
+      "Keys and values are cached, so each character costs one position's forward pass. The context holds at most "
+      "the model's block size: when it is full, it jumps to its last half (re-encoded at positions 0...) and "
+      "generation goes on, so each character sees between half a block and a whole block of context.");
+  return {sample, [options] { return charlm::sample(*options); }};
+}
 
 std::vector<Command> add_train_commands(CLI::App& app) {
   CLI::App* train =
@@ -125,7 +201,7 @@ std::vector<Command> add_train_commands(CLI::App& app) {
   // On `train` itself, so it may follow either task (options fall through to the parent).
   auto report_memory = std::make_shared<bool>(false);
   train->add_flag("--report-memory", *report_memory, "At the end, print the peak resident memory (RSS)");
-  std::vector<Command> commands = {add_train_sentiment(train), add_train_squares(train)};
+  std::vector<Command> commands = {add_train_sentiment(train), add_train_squares(train), add_train_charlm(train)};
   for (Command& command : commands)
     command.run = [run = command.run, report_memory] {
       const int status = run();
@@ -154,8 +230,19 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
   squares->add_option("--n", squares_options->data.n, "How many squares")->check(kCount)->capture_default_str();
   squares->add_option("--predictions", squares_options->predictions,
                       "Also write the squares and predictions to this safetensors file (source, target, predicted)");
+
+  auto charlm_options = std::make_shared<charlm::EvalOptions>();
+  CLI::App* charlm = eval->add_subcommand("charlm", "Validation loss and bits per character of a character-level GPT");
+  charlm->add_option("--checkpoint", charlm_options->checkpoint, "A checkpoint written by `train charlm`")->required();
+  charlm->add_option("--data", charlm_options->data, "A UTF-8 text file (default: the text it was trained on)");
+  charlm->add_option("--split", charlm_options->split, "val: the last 10%; train: the first 90%; all")
+      ->check(CLI::IsMember({"val", "train", "all"}))
+      ->capture_default_str();
+  charlm->add_flag("--drop-unknown", charlm_options->drop_unknown,
+                   "Leave out characters the model's vocabulary lacks (default: an error listing them)");
   return {{sentiment, [sentiment_options] { return sentiment::eval(*sentiment_options); }},
-          {squares, [squares_options] { return squares::eval(*squares_options); }}};
+          {squares, [squares_options] { return squares::eval(*squares_options); }},
+          {charlm, [charlm_options] { return charlm::eval(*charlm_options); }}};
 }
 
 Command add_predict_command(CLI::App& app) {

@@ -65,7 +65,7 @@ std::vector<double> ticks(double low, double high, int approximate_count) {
 }
 
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
-                       const std::vector<Series>& series) {
+                       const std::vector<Series>& series, double x_step) {
   const double width = 640, height = 420, left = 70, right = 20, top = 60, bottom = 50;
   double y_min = INFINITY, y_max = -INFINITY;
   size_t count = 1;
@@ -92,9 +92,9 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
     svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 6, y_at(t) + 4,
                        tick_label(t));
   }
-  for (double t : ticks(1, static_cast<double>(count), 8)) {
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_at(t), height - bottom + 18,
-                       tick_label(t));
+  for (double t : ticks(x_step, x_step * static_cast<double>(count), 8)) {
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_at(t / x_step),
+                       height - bottom + 18, tick_label(t));
   }
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
                      plot_w, plot_h);

@@ -9,12 +9,12 @@ namespace ag::plot {
 
 struct Series {
   std::string name;
-  std::vector<double> values;  // y at x = 1, 2, …; non-finite values are skipped
+  std::vector<double> values;  // y at x = x_step, 2·x_step, …; non-finite values are skipped
 };
 
-// Lines over a shared x axis (epochs), with axes, ticks and a legend.
+// Lines over a shared x axis (epochs; or iterations, x_step apart), with axes, ticks and a legend.
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
-                       const std::vector<Series>& series);
+                       const std::vector<Series>& series, double x_step = 1);
 
 // A row-major matrix of values in [0, 1] as coloured cells, labelled on both axes, each cell
 // printed with its value.

@@ -28,7 +28,8 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
 
 std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
                                           const TrainingOptions& options, const std::string& config,
-                                          const std::map<std::string, std::string>& checkpoint_metadata) {
+                                          const std::map<std::string, std::string>& checkpoint_metadata,
+                                          const TrainerSettings& settings, std::vector<double>* step_seconds) {
   nn::TrainerOptions trainer_options{.epochs = options.epochs,
                                      .batch_size = options.batch_size,
                                      .seed = options.seed,
@@ -36,6 +37,7 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
                                      .progress = !options.quiet,
                                      .config = config,
                                      .checkpoint_metadata = checkpoint_metadata};
+  if (settings) settings(trainer_options);
   nn::Trainer trainer(model, optimizer, task, trainer_options);
   if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
   create_output_folder(options.out);
@@ -47,6 +49,7 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
   std::vector<nn::EpochRecord> history = trainer.fit();
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   fmt::print("trained in {:.3f} s (wall, the epochs' checkpoints included)\n", took.count());
+  if (step_seconds) *step_seconds = trainer.step_seconds();
   return history;
 }
 

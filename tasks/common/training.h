@@ -2,6 +2,7 @@
 // run itself: OUT/config.json, the Trainer (with --resume), the history it returns.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,10 +31,16 @@ std::string version();
 // (a JSON object as text): the config stored in config.json and every checkpoint.
 std::string config_json(const TrainingOptions& options, const std::string& task_settings);
 
+// What a task sets in the Trainer's options beyond the common flags (steps per epoch, an lr
+// schedule, clipping: nn::TrainerOptions).
+using TrainerSettings = std::function<void(nn::TrainerOptions&)>;
+
 // Writes OUT/config.json, runs the Trainer (continuing OUT/last.safetensors of options.resume)
-// and returns the whole history.
+// and returns the whole history; with `step_seconds`, also the wall time of each step it ran.
 std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
                                           const TrainingOptions& options, const std::string& config,
-                                          const std::map<std::string, std::string>& checkpoint_metadata = {});
+                                          const std::map<std::string, std::string>& checkpoint_metadata = {},
+                                          const TrainerSettings& settings = {},
+                                          std::vector<double>* step_seconds = nullptr);
 
 }  // namespace ag::tasks

@@ -1,0 +1,71 @@
+#include "tasks/charlm/data.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "engine/error.h"
+#include "tasks/common/text.h"
+
+namespace ag::charlm {
+
+Vocabulary Vocabulary::of_text(std::u32string_view text) {
+  const std::set<char32_t> unique(text.begin(), text.end());
+  Vocabulary vocabulary;
+  vocabulary.chars_.assign(unique.begin(), unique.end());
+  return vocabulary;
+}
+
+Vocabulary Vocabulary::from_utf8(const std::string& characters, const std::string& source) {
+  Vocabulary vocabulary;
+  vocabulary.chars_ = tasks::decode_utf8(characters, source + " (its vocabulary)");
+  AG_CHECK(!vocabulary.chars_.empty() && std::is_sorted(vocabulary.chars_.begin(), vocabulary.chars_.end()) &&
+               std::adjacent_find(vocabulary.chars_.begin(), vocabulary.chars_.end()) == vocabulary.chars_.end(),
+           "{}: the stored vocabulary is not a sorted list of distinct characters", source);
+  return vocabulary;
+}
+
+std::string Vocabulary::to_utf8() const { return tasks::encode_utf8(chars_); }
+
+std::vector<int64_t> Vocabulary::encode(std::u32string_view text, const std::string& source, bool drop_unknown) const {
+  std::vector<int64_t> ids;
+  ids.reserve(text.size());
+  std::set<char32_t> unknown;
+  for (const char32_t c : text) {
+    const auto it = std::lower_bound(chars_.begin(), chars_.end(), c);
+    if (it != chars_.end() && *it == c) {
+      ids.push_back(it - chars_.begin());
+    } else {
+      unknown.insert(c);
+    }
+  }
+  if (!unknown.empty() && !drop_unknown) {
+    std::string listed;
+    for (const char32_t c : unknown) {
+      if (!listed.empty()) listed += ' ';
+      listed += describe_char(c);
+    }
+    fail("{}: {} character(s) the model's vocabulary does not have: {} (--drop-unknown leaves them out)", source,
+         unknown.size(), listed);
+  }
+  return ids;
+}
+
+std::string Vocabulary::decode(int64_t id) const {
+  AG_CHECK(id >= 0 && id < size(), "charlm: token id {} is outside the vocabulary of {}", id, size());
+  return tasks::encode_utf8(std::u32string(1, chars_[static_cast<size_t>(id)]));
+}
+
+Split split_90_10(const std::vector<int64_t>& ids) {
+  const auto n_train = static_cast<size_t>(0.9 * static_cast<double>(ids.size()));  // Python's int(0.9 * N)
+  return {{ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train)},
+          {ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end()}};
+}
+
+std::string describe_char(char32_t c) {
+  if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
+  return fmt::format("'{}' (U+{:04X})", tasks::encode_utf8(std::u32string(1, c)), static_cast<uint32_t>(c));
+}
+
+}  // namespace ag::charlm

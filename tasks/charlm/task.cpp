@@ -1,0 +1,366 @@
+#include "tasks/charlm/task.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numbers>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "nn/checkpoint.h"
+#include "nn/optim.h"
+#include "tasks/common/corpus.h"
+#include "tasks/common/svg.h"
+#include "tasks/common/text.h"
+
+namespace ag::charlm {
+
+namespace {
+
+constexpr int64_t kEvalWindowsPerBatch = 128;  // as the peer: memory bounded, results independent of it
+
+// The text a run reads, decoded: --data, else Moby-Dick from the data cache.
+struct Text {
+  std::string path;
+  std::u32string chars;
+};
+
+Text load_text(const std::string& data) {
+  Text text{data.empty() ? tasks::corpus_path("moby-dick.txt") : data, {}};
+  text.chars = tasks::decode_utf8(tasks::read_data_file(text.path), text.path);
+  AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
+  return text;
+}
+
+// (B, T) windows of `ids` starting at `starts`, shifted by `shift` (0: inputs, 1: targets).
+Tensor windows(const std::vector<int64_t>& ids, const std::vector<int64_t>& starts, int64_t T, int64_t shift) {
+  Tensor out = empty({static_cast<int64_t>(starts.size()), T}, DType::i64);
+  int64_t* row = out.data<int64_t>();
+  for (const int64_t start : starts) row = std::copy_n(ids.begin() + start + shift, T, row);
+  return out;
+}
+
+// Mean cross-entropy (nats per character) of the model over every non-overlapping window of
+// `ids` (window k: inputs [kT, kT + T), targets one further), and the number of targets.
+struct WindowLoss {
+  double nats = 0;
+  int64_t targets = 0;
+};
+
+WindowLoss window_loss(nn::GPT& model, const std::vector<int64_t>& ids) {
+  NoGradGuard no_grad;
+  const int64_t T = model.config.block_size, count = (static_cast<int64_t>(ids.size()) - 1) / T;
+  double total = 0;
+  for (int64_t first = 0; first < count; first += kEvalWindowsPerBatch) {
+    std::vector<int64_t> starts;
+    for (int64_t k = first; k < std::min(count, first + kEvalWindowsPerBatch); ++k) starts.push_back(k * T);
+    const Tensor logits = model.forward(windows(ids, starts, T, 0));  // (B, T, V)
+    const Tensor targets = windows(ids, starts, T, 1);                // (B, T)
+    total += cross_entropy(reshape(logits, {-1, model.config.vocab_size}), reshape(targets, {-1}), -100, Reduction::sum)
+                 .item();
+  }
+  return {total / static_cast<double>(count * T), count * T};
+}
+
+double bits(double nats) { return nats / std::numbers::ln2; }
+
+class CharLMTask : public nn::TrainTask {
+ public:
+  CharLMTask(nn::GPT& model, Split split) : model_(model), split_(std::move(split)) {}
+
+  // Every start of a whole window (inputs and targets) in the training split.
+  int64_t train_size() const override { return static_cast<int64_t>(split_.train.size()) - model_.config.block_size; }
+
+  Tensor loss(const std::vector<int64_t>& starts) override {
+    const int64_t T = model_.config.block_size;
+    const Tensor logits = model_.forward(windows(split_.train, starts, T, 0));  // (B, T, V)
+    return cross_entropy(reshape(logits, {-1, model_.config.vocab_size}),
+                         reshape(windows(split_.train, starts, T, 1), {-1}));
+  }
+
+  std::map<std::string, double> evaluate() override {
+    const double val = window_loss(model_, split_.val).nats;
+    return {{"val_loss", val}, {"val_bpc", bits(val)}};
+  }
+
+ private:
+  nn::GPT& model_;
+  Split split_;
+};
+
+// The sizes a checkpoint may ask for (a config is read before anything is built from it).
+void check_model_config(const nn::GPTConfig& c, const std::string& source) {
+  AG_CHECK(c.vocab_size >= 1 && c.vocab_size <= (1 << 21) && c.block_size >= 1 && c.block_size <= 65536 &&
+               c.n_layer >= 1 && c.n_layer <= 1024 && c.n_head >= 1 && c.n_embd >= 1 && c.n_embd <= 65536 &&
+               c.n_embd % c.n_head == 0 && c.dropout >= 0 && c.dropout < 1,
+           "{}: model sizes out of range (vocab_size {}, block_size {}, n_layer {}, n_head {}, n_embd {}, dropout {}); "
+           "expected positive sizes with n_embd a multiple of n_head",
+           source, c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd, c.dropout);
+}
+
+nlohmann::json model_json(const nn::GPTConfig& c) {
+  return {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
+          {"n_embd", c.n_embd},         {"dropout", c.dropout},       {"bias", c.bias}};
+}
+
+nn::GPTConfig model_config_of(const nlohmann::json& config, const std::string& source) {
+  nn::GPTConfig c;
+  try {
+    c = {.vocab_size = config.at("vocab_size").get<int64_t>(),
+         .block_size = config.at("block_size").get<int64_t>(),
+         .n_layer = config.at("n_layer").get<int64_t>(),
+         .n_head = config.at("n_head").get<int64_t>(),
+         .n_embd = config.at("n_embd").get<int64_t>(),
+         .dropout = config.at("dropout").get<double>(),
+         .bias = config.at("bias").get<bool>()};
+  } catch (const nlohmann::json::exception&) {
+    fail(
+        "{}: the checkpoint's config lacks a GPT size or has one of the wrong type (expected vocab_size, "
+        "block_size, n_layer, n_head, n_embd, dropout, bias)",
+        source);
+  }
+  check_model_config(c, source);
+  return c;
+}
+
+std::string task_settings(const CharLMOptions& o, const nn::GPTConfig& model, const Text& text) {
+  nlohmann::json settings = model_json(model);
+  settings.update({{"task", "charlm"},
+                   {"model", "gpt"},
+                   {"data", text.path},
+                   {"data_chars", text.chars.size()},
+                   {"iters", o.iters},
+                   {"eval_interval", o.eval_interval},
+                   {"warmup_iters", o.warmup_iters},
+                   {"min_lr", o.min_lr},
+                   {"weight_decay", o.weight_decay},
+                   {"grad_clip", o.grad_clip},
+                   {"optimizer", "AdamW"}});
+  return settings.dump();
+}
+
+// A trained model and what it needs to read text: the checkpoint's config and vocabulary.
+struct Trained {
+  std::unique_ptr<nn::GPT> model;
+  Vocabulary vocabulary;
+  nlohmann::json config;
+};
+
+Trained load_trained(const std::string& path) {
+  const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
+  nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+  AG_CHECK(config.value("task", "") == "charlm", "{}: a checkpoint of task '{}', expected 'charlm'", path,
+           config.value("task", "?"));
+  AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint has no vocabulary", path);
+  Vocabulary vocabulary = Vocabulary::from_utf8(checkpoint.metadata.at("vocabulary"), path);
+  const nn::GPTConfig model_config = model_config_of(config, path);
+  AG_CHECK(model_config.vocab_size == vocabulary.size(), "{}: vocab_size {} but a vocabulary of {} characters", path,
+           model_config.vocab_size, vocabulary.size());
+  auto model = std::make_unique<nn::GPT>(model_config);
+  nn::load(path, *model);
+  model->eval();
+  return {std::move(model), std::move(vocabulary), std::move(config)};
+}
+
+// One token id from the last position's logits (V): temperature, top-k, then a draw.
+int64_t draw_token(const Tensor& logits, const Sampling& sampling, Generator& gen) {
+  const std::vector<double> values = logits.to_vector();
+  double kth_largest = -INFINITY;
+  if (sampling.top_k > 0 && sampling.top_k < static_cast<int64_t>(values.size())) {
+    std::vector<double> sorted = values;
+    std::nth_element(sorted.begin(), sorted.begin() + sampling.top_k - 1, sorted.end(), std::greater<>());
+    kth_largest = sorted[static_cast<size_t>(sampling.top_k - 1)];
+  }
+  const double largest = *std::max_element(values.begin(), values.end());
+  std::vector<double> weights(values.size());
+  double total = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    weights[i] = values[i] < kth_largest ? 0.0 : std::exp((values[i] - largest) / sampling.temperature);
+    total += weights[i];
+  }
+  double u = gen.uniform() * total;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (u < weights[i]) return static_cast<int64_t>(i);
+    u -= weights[i];
+  }
+  return static_cast<int64_t>(std::max_element(weights.begin(), weights.end()) - weights.begin());  // rounding
+}
+
+Tensor row_of(const std::vector<int64_t>& ids) {
+  Tensor out = empty({1, static_cast<int64_t>(ids.size())}, DType::i64);
+  std::copy(ids.begin(), ids.end(), out.data<int64_t>());
+  return out;
+}
+
+void write_plot(const std::string& out, const std::vector<nn::EpochRecord>& history, int64_t interval) {
+  std::vector<double> train_losses, val_losses;
+  for (const nn::EpochRecord& r : history) {
+    train_losses.push_back(r.train_loss);
+    val_losses.push_back(r.metrics.at("val_loss"));
+  }
+  write_file_atomically(out + "/losses.svg",
+                        plot::line_chart("charlm: cross-entropy (nats per character)", "iteration", "loss",
+                                         {{"train (mean of the interval's batches)", train_losses},
+                                          {"validation (every window)", val_losses}},
+                                         static_cast<double>(interval)));
+}
+
+double median_tokens_per_second(std::vector<double> seconds, int64_t tokens_per_step) {
+  const size_t warm_up = seconds.size() > 50 ? 50 : 0;  // as the peer: after 50 iterations
+  seconds.erase(seconds.begin(), seconds.begin() + static_cast<std::ptrdiff_t>(warm_up));
+  if (seconds.empty()) return 0;
+  std::nth_element(seconds.begin(), seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2), seconds.end());
+  return static_cast<double>(tokens_per_step) / seconds[seconds.size() / 2];
+}
+
+}  // namespace
+
+double learning_rate(int64_t iter, const CharLMOptions& o) {
+  const double lr = o.training.lr;
+  if (iter < o.warmup_iters) return lr * static_cast<double>(iter + 1) / static_cast<double>(o.warmup_iters + 1);
+  if (iter > o.iters) return o.min_lr;
+  const double ratio = static_cast<double>(iter - o.warmup_iters) / static_cast<double>(o.iters - o.warmup_iters);
+  return o.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (lr - o.min_lr);
+}
+
+std::vector<int64_t> generate(nn::GPT& model, std::vector<int64_t> context, int64_t count, const Sampling& sampling,
+                              Generator& gen, const std::function<void(int64_t)>& on_token) {
+  AG_CHECK(!context.empty(), "sample: the prompt is empty after encoding; expected at least one character");
+  AG_CHECK(sampling.temperature > 0 && std::isfinite(sampling.temperature),
+           "sample: expected a finite temperature > 0, got {}", sampling.temperature);
+  NoGradGuard no_grad;
+  const auto block = static_cast<size_t>(model.config.block_size);
+  if (context.size() > block) context.erase(context.begin(), context.end() - static_cast<std::ptrdiff_t>(block));
+  std::vector<int64_t> window = context, drawn;
+  nn::KVCache cache;
+  auto window_logits = [&] {  // the logits after the whole window, recomputed
+    cache = {};
+    const auto n = static_cast<int64_t>(window.size());
+    return sampling.use_cache ? model.forward_cached(row_of(window), cache)
+                              : squeeze(slice(model.forward(row_of(window)), 1, n - 1, n), 1);  // (1, V)
+  };
+  Tensor logits = window_logits();  // (1, V)
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t token = draw_token(squeeze(logits, 0), sampling, gen);
+    drawn.push_back(token);
+    if (on_token) on_token(token);
+    if (i + 1 == count) break;
+    if (window.size() == block) {  // full: jump to the last half, at positions 0…
+      window.erase(window.begin(), window.end() - static_cast<std::ptrdiff_t>(std::max<size_t>(1, block / 2)));
+      window.push_back(token);
+      if (window.size() > block) window.erase(window.begin());
+      logits = window_logits();
+      continue;
+    }
+    window.push_back(token);
+    logits = sampling.use_cache ? model.forward_cached(row_of({token}), cache) : window_logits();
+  }
+  return drawn;
+}
+
+int train(const CharLMOptions& options) {
+  const Text text = load_text(options.data);
+  const Vocabulary vocabulary = Vocabulary::of_text(text.chars);
+  const Split split = split_90_10(vocabulary.encode(text.chars, text.path));
+  nn::GPTConfig config = options.model;
+  config.vocab_size = vocabulary.size();
+  check_model_config(config, "train charlm");
+  const int64_t T = config.block_size;
+  AG_CHECK(static_cast<int64_t>(split.train.size()) > T && static_cast<int64_t>(split.val.size()) > T,
+           "{}: too short for --block-size {}: its 90% training split has {} characters and its validation split {}; "
+           "each needs more than {}",
+           text.path, T, split.train.size(), split.val.size(), T);
+  AG_CHECK(options.iters >= 1 && options.eval_interval >= 1 && options.warmup_iters >= 0,
+           "train charlm: expected iters ≥ 1, eval-interval ≥ 1 and warmup-iters ≥ 0, got {}, {}, {}", options.iters,
+           options.eval_interval, options.warmup_iters);
+  fmt::print("{}: {} characters, vocabulary {}; train {}, validation {} ({} windows of {})\n", text.path,
+             text.chars.size(), vocabulary.size(), split.train.size(), split.val.size(),
+             (static_cast<int64_t>(split.val.size()) - 1) / T, T);
+
+  manual_seed(options.training.seed);
+  nn::GPT model(config);
+  std::vector<Tensor> no_decay;  // nanoGPT: decay the matrices, not the LayerNorm weights and biases
+  for (const Tensor& p : model.parameters())
+    if (p.dim() < 2) no_decay.push_back(p);
+  nn::AdamW optimizer(model.parameters(),
+                      {.lr = options.training.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = options.weight_decay},
+                      no_decay);
+  fmt::print("GPT: {} parameters ({} layers, {} heads, width {}, block {})\n", model.num_parameters(), config.n_layer,
+             config.n_head, config.n_embd, T);
+
+  CharLMTask task(model, split);
+  tasks::TrainingOptions training = options.training;
+  training.epochs = (options.iters + options.eval_interval - 1) / options.eval_interval;  // evaluations
+  const int64_t tokens_per_step = training.batch_size * T;
+  std::vector<double> step_seconds;
+  const std::vector<nn::EpochRecord> history = tasks::run_training(
+      model, optimizer, task, training, tasks::config_json(training, task_settings(options, config, text)),
+      {{"vocabulary", vocabulary.to_utf8()}},
+      [&](nn::TrainerOptions& t) {
+        t.steps_per_epoch = options.eval_interval;
+        t.max_steps = options.iters;
+        t.lr_schedule = [options](int64_t iter) { return learning_rate(iter, options); };
+        t.clip_grad_norm = options.grad_clip;
+        t.tokens_per_step = tokens_per_step;
+      },
+      &step_seconds);
+
+  write_plot(training.out, history, options.eval_interval);
+  double best = INFINITY;
+  for (const nn::EpochRecord& r : history) {
+    fmt::print("iter {:>6.0f}: train loss {:.4f}, val loss {:.4f} ({:.4f} bits/char), lr {:.2e}\n",
+               r.metrics.at("iter"), r.train_loss, r.metrics.at("val_loss"), r.metrics.at("val_bpc"),
+               r.metrics.at("lr"));
+    best = std::min(best, r.metrics.at("val_loss"));
+  }
+  fmt::print("final validation loss {:.4f} nats/char ({:.4f} bits/char), best {:.4f}\n",
+             history.back().metrics.at("val_loss"), history.back().metrics.at("val_bpc"), best);
+  if (!step_seconds.empty())
+    fmt::print("training: {:.0f} tokens/s (median step after 50 warm-up iterations, {} steps in this process)\n",
+               median_tokens_per_second(step_seconds, tokens_per_step), step_seconds.size());
+  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n", training.out);
+  return 0;
+}
+
+int eval(const EvalOptions& options) {
+  Trained trained = load_trained(options.checkpoint);
+  AG_CHECK(options.split == "val" || options.split == "train" || options.split == "all",
+           "eval charlm: --split must be val, train or all, got '{}'", options.split);
+  const std::string data = options.data.empty() ? trained.config.value("data", "") : options.data;
+  const Text text = load_text(data);
+  const std::vector<int64_t> ids = trained.vocabulary.encode(text.chars, text.path, options.drop_unknown);
+  const Split split = split_90_10(ids);
+  const std::vector<int64_t>& part = options.split == "val" ? split.val : options.split == "train" ? split.train : ids;
+  const int64_t T = trained.model->config.block_size;
+  AG_CHECK(static_cast<int64_t>(part.size()) > T, "{}: its {} split has {} characters, fewer than a window of {} + 1",
+           text.path, options.split, part.size(), T);
+  const WindowLoss loss = window_loss(*trained.model, part);
+  fmt::print("{} loss {:.4f} nats/char, {:.4f} bits/char over {} characters ({} windows of {}) of {}\n", options.split,
+             loss.nats, bits(loss.nats), loss.targets, loss.targets / T, T, text.path);
+  return 0;
+}
+
+int sample(const SampleOptions& options) {
+  Trained trained = load_trained(options.checkpoint);
+  AG_CHECK(options.tokens >= 0, "sample: --tokens must be ≥ 0, got {}", options.tokens);
+  const std::vector<int64_t> prompt =
+      trained.vocabulary.encode(tasks::decode_utf8(options.prompt, "--prompt"), "--prompt", options.drop_unknown);
+  Generator gen(options.seed);
+  const auto start = std::chrono::steady_clock::now();
+  generate(*trained.model, prompt, options.tokens, {.temperature = options.temperature, .top_k = options.top_k}, gen,
+           [&](int64_t token) {
+             std::fputs(trained.vocabulary.decode(token).c_str(), stdout);
+             std::fflush(stdout);
+           });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fputs("\n", stdout);
+  std::fprintf(stderr, "sampled %lld characters in %.3f s: %.0f characters/s\n", static_cast<long long>(options.tokens),
+               seconds, seconds > 0 ? static_cast<double>(options.tokens) / seconds : 0.0);
+  return 0;
+}
+
+}  // namespace ag::charlm
