@@ -34,6 +34,7 @@ void init_normal(const Tensor& param, double std, Generator& gen) {
 
 void init_linear(Linear& linear, double std, Generator& gen) {
   init_normal(linear.weight, std, gen);
+  NoGradGuard no_grad;
   if (linear.bias.defined()) Tensor(linear.bias).zero_();
 }
 

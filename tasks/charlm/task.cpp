@@ -339,7 +339,7 @@ int eval(const EvalOptions& options) {
   AG_CHECK(static_cast<int64_t>(part.size()) > T, "{}: its {} split has {} characters, fewer than a window of {} + 1",
            text.path, options.split, part.size(), T);
   const WindowLoss loss = window_loss(*trained.model, part);
-  fmt::print("{} loss {:.4f} nats/char, {:.4f} bits/char over {} characters ({} windows of {}) of {}\n", options.split,
+  fmt::print("{} loss {:.6f} nats/char, {:.6f} bits/char over {} characters ({} windows of {}) of {}\n", options.split,
              loss.nats, bits(loss.nats), loss.targets, loss.targets / T, T, text.path);
   return 0;
 }

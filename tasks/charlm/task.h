@@ -30,7 +30,7 @@ double learning_rate(int64_t iter, const CharLMOptions& options);
 
 struct EvalOptions {
   std::string checkpoint;
-  std::string data;           // empty: the text the checkpoint was trained on
+  std::string data{};         // empty: the text the checkpoint was trained on
   std::string split = "val";  // val (the last 10%), train (the first 90%) or all
   bool drop_unknown = false;
 };
