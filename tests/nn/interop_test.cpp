@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.h"
+#include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "nn/seq2seq.h"
@@ -54,6 +55,18 @@ InteropModel build_model(const std::string& config_text, Generator& gen) {
         std::make_shared<GELU>(GeluApproximation::tanh), std::make_shared<LayerNorm>(Shape{dim})});
     return {seq, [seq](const Tensors& in) { return Tensors{{"out", (*seq)(in.at("tokens"))}}; }};
   }
+  if (kind == "gpt") {  // nanoGPT's model; PyTorch side: the peer's CharGPT, names with "transformer."
+    auto gpt = std::make_shared<GPT>(GPTConfig{.vocab_size = config.at("vocab_size"),
+                                               .block_size = config.at("block_size"),
+                                               .n_layer = config.at("n_layer"),
+                                               .n_head = config.at("n_head"),
+                                               .n_embd = config.at("n_embd")},
+                                     gen);
+    return {gpt, [gpt](const Tensors& in) {
+              gpt->eval();
+              return Tensors{{"logits", gpt->forward(in.at("idx"))}};
+            }};
+  }
   AG_CHECK(kind == "seed004_encdec", "interop: unknown model '{}'", kind);
   const int64_t heads = config.at("n_heads"), d_model = config.at("d_model"), ff = config.at("ff_units"),
                 features = config.at("n_features");
@@ -76,6 +89,7 @@ const std::vector<std::pair<std::string, std::string>>& interop_configs() {
       {"embedding", R"({"model": "embedding", "vocab": 10, "dim": 6})"},
       {"seed004", R"({"model": "seed004_encdec", "n_heads": 3, "d_model": 2, "ff_units": 10, "n_features": 2, )"
                   R"("input_len": 2, "target_len": 2})"},
+      {"gpt", R"({"model": "gpt", "vocab_size": 13, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16})"},
   };
   return configs;
 }
@@ -83,6 +97,7 @@ const std::vector<std::pair<std::string, std::string>>& interop_configs() {
 Tensors make_inputs(const std::string& name, Generator& gen) {
   if (name == "mlp") return {{"x", randn({5, 4}, DType::f32, gen)}};
   if (name == "embedding") return {{"tokens", tensor({1, 0, 3, 9, 9, 2, 0, 5}, {2, 4}, DType::i64)}};
+  if (name == "gpt") return {{"idx", randint(0, 13, {3, 8}, gen)}};
   return {{"X", randn({3, 4, 2}, DType::f32, gen)}};
 }
 

@@ -15,8 +15,16 @@ GOLDEN_DIR = os.path.join(ROOT, "tests", "golden")
 _DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.bool: "BOOL"}
 
 
+def fnv1a64(data, value=0xCBF29CE484222325):
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
 def save(path, tensors, metadata=None):
-    """Writes {name: tensor} to path in the safetensors layout (8-byte length, JSON, data)."""
+    """Writes {name: tensor} to path in the safetensors layout (8-byte length, JSON, data). An
+    attograd checkpoint (metadata format "attograd-checkpoint") gets the checksum attograd requires:
+    FNV-1a 64 of the header as canonical JSON (sorted keys, no spaces) and then of the data."""
     header, blobs, offset = {}, [], 0
     if metadata:
         header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
@@ -26,6 +34,10 @@ def save(path, tensors, metadata=None):
         header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
+    if metadata and metadata.get("format") == "attograd-checkpoint":
+        canonical = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        digest = fnv1a64(b"".join(blobs), fnv1a64(canonical))
+        header["__metadata__"]["attograd_checksum"] = f"fnv1a64:{digest:016x}"
     text = json.dumps(header, separators=(",", ":"))
     text += " " * ((8 - len(text) % 8) % 8)
     with open(path + ".tmp", "wb") as f:

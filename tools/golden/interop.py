@@ -24,13 +24,37 @@ from golden import load, save
 from seq2seq import DecoderSelfAttn, EncoderDecoderSelfAttn, EncoderSelfAttn
 from transformer import SquaresTransformer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "peer"))
+from charlm_torch import CharGPT, window_loss  # noqa: E402
+
 FORMAT, FORMAT_VERSION = "attograd-checkpoint", "1"
 CONFIGS = {
     "mlp": {"model": "mlp", "in": 4, "hidden": 8, "out": 3},
     "embedding": {"model": "embedding", "vocab": 10, "dim": 6},
     "seed004": {"model": "seed004_encdec", "n_heads": 3, "d_model": 2, "ff_units": 10, "n_features": 2,
                 "input_len": 2, "target_len": 2},
+    "gpt": {"model": "gpt", "vocab_size": 13, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16},
 }
+
+
+class NanoGPTNames(torch.nn.Module):
+    """The peer's CharGPT under nanoGPT's state_dict names: its wte, wpe, h and ln_f sit on the
+    model, nanoGPT (and attograd) keep them in a `transformer` ModuleDict."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.transformer = torch.nn.ModuleDict({"wte": gpt.wte, "wpe": gpt.wpe, "h": gpt.h, "ln_f": gpt.ln_f})
+        self.lm_head = gpt.lm_head
+        self.gpt = [gpt]  # a list: not registered, so its names do not appear twice
+
+    def forward(self, idx):
+        return self.gpt[0](idx, torch.zeros_like(idx))[0]  # logits at every position
+
+
+def gpt_model(config):
+    gpt = CharGPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"], config["n_embd"],
+                  bias=config.get("bias", False), dropout=0.0)
+    return NanoGPTNames(gpt)
 
 
 def build(config):
@@ -46,6 +70,10 @@ def build(config):
         model = torch.nn.Sequential(torch.nn.Embedding(vocab, dim, padding_idx=0), torch.nn.Linear(dim, dim),
                                     torch.nn.GELU(approximate="tanh"), torch.nn.LayerNorm(dim))
         return model, lambda inputs: {"out": model(inputs["tokens"])}
+    if kind == "gpt":
+        model = gpt_model(config)
+        model.eval()
+        return model, lambda inputs: {"logits": model(inputs["idx"])}
     assert kind == "seed004_encdec", f"unknown model {kind}"
     sizes = (config["n_heads"], config["d_model"], config["ff_units"], config["n_features"])
     model = EncoderDecoderSelfAttn(EncoderSelfAttn(*sizes), DecoderSelfAttn(*sizes), config["input_len"],
@@ -117,11 +145,33 @@ def check_squares_checkpoint(folder):
                    io["predicted"])
 
 
+def check_charlm_run(folder):
+    """`attograd train charlm`'s best.safetensors in the peer's CharGPT: strict load, then the peer's
+    own window_loss over the validation split must equal what `attograd eval charlm` printed."""
+    tensors, metadata = load(f"{folder}/best.safetensors")
+    config = json.loads(metadata["config"])
+    model = gpt_model(config)
+    model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("optimizer.")}, strict=True)
+    model.eval()
+    vocabulary = metadata["vocabulary"]
+    text = open(config["data"], encoding="utf-8").read()
+    data = torch.tensor([vocabulary.index(c) for c in text], dtype=torch.long)
+    val = data[int(0.9 * len(data)):]
+    ours = float(open(f"{folder}/eval.txt").read().split("val loss ")[1].split()[0])
+    theirs, _ = window_loss(model.gpt[0], val, config["block_size"])
+    ok = abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs))
+    print(f"{'OK' if ok else 'NOT OK'} attograd → PyTorch train charlm checkpoint: validation loss {theirs:.6f} in "
+          f"PyTorch, {ours:.6f} in attograd")
+    return ok
+
+
 def make_inputs(name):
     if name == "mlp":
         return {"x": torch.randn(5, 4)}
     if name == "embedding":
         return {"tokens": torch.tensor([[3, 0, 7, 1], [0, 0, 9, 4]])}
+    if name == "gpt":
+        return {"idx": torch.randint(13, (2, 8))}
     return {"X": torch.randn(3, 4, 2)}
 
 
@@ -146,6 +196,7 @@ def main():
     ok = all([check_attograd_checkpoint(directory, name) for name in CONFIGS])
     squares = sorted(glob.glob(f"{directory}/squares_*"))
     ok = all([check_squares_checkpoint(folder) for folder in squares]) and ok
+    ok = all([check_charlm_run(folder) for folder in sorted(glob.glob(f"{directory}/charlm"))]) and ok
     for name in CONFIGS:
         write_pytorch_checkpoint(directory, name)
     sys.exit(0 if ok else 1)

@@ -4,7 +4,8 @@
 #                                            and tools/attograd)
 # 1. nn_tests writes attograd checkpoints + their inputs/outputs into <build-dir>/interop/;
 #    `attograd train squares` (both models, 3 epochs) and `eval squares --predictions` add
-#    squares_<model>/best.safetensors and the predictions on the held-out squares;
+#    squares_<model>/best.safetensors and the predictions on the held-out squares; a short
+#    `train charlm` adds charlm/best.safetensors and its `eval charlm` validation loss;
 # 2. interop.py (Debian's PyTorch) loads them into the PyTorch modules and compares outputs,
 #    then writes PyTorch checkpoints + inputs/outputs;
 # 3. nn_tests loads those and reproduces PyTorch's outputs.
@@ -26,6 +27,11 @@ for model in selfattn transformer; do
   "$attograd" train squares --model "$model" --epochs 3 --out "$run" --quiet >/dev/null
   "$attograd" eval squares --checkpoint "$run/best.safetensors" --predictions "$run/predictions.safetensors"
 done
+run="$ATTOGRAD_INTEROP_DIR/charlm"
+for i in $(seq 200); do echo "it was the best of times, it was the worst of times, line $i."; done >"$ATTOGRAD_INTEROP_DIR/text.txt"
+"$attograd" train charlm --data "$ATTOGRAD_INTEROP_DIR/text.txt" --iters 40 --eval-interval 20 --block-size 16 \
+  --layers 2 --heads 2 --width 32 --out "$run" --quiet >/dev/null
+"$attograd" eval charlm --checkpoint "$run/best.safetensors" | tee "$run/eval.txt"
 echo "== PyTorch loads them, then writes its own"
 /usr/bin/python3 "$root/tools/golden/interop.py" "$ATTOGRAD_INTEROP_DIR"
 echo "== attograd reproduces PyTorch"
