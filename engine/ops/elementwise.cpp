@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernels/broadcast.h"
+#include "engine/kernels/gelu.h"
 #include "engine/ops.h"
 #include "engine/registry.h"
 
@@ -90,6 +91,9 @@ Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
       const T t = std::tanh(inner);
       return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * v * v);
     });
+  } else if (x.defined() && x.dtype() == DType::f32) {
+    out = empty(x.shape(), x.dtype());
+    kernels::gelu_erf_derivative(x.data<float>(), out.data<float>(), x.numel());  // vectorised
   } else {
     out = unary_kernel("gelu", x, []<typename T>(T v) {
       const T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
@@ -259,6 +263,9 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
       const T k = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
       return T(0.5) * v * (T(1) + std::tanh(k * (v + T(0.044715) * v * v * v)));
     });
+  } else if (x.defined() && x.dtype() == DType::f32) {
+    out = empty(x.shape(), x.dtype());
+    kernels::gelu_erf(x.data<float>(), out.data<float>(), x.numel());  // vectorised
   } else {
     out = unary_kernel("gelu", x, []<typename T>(T v) {
       return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));

@@ -1,9 +1,10 @@
 // nn::GPT's structure (nanoGPT's names, the tied head, the parameter count of the baby config)
 // and its KV cache (the cached forward gives the logits of the full forward).
+#include "nn/gpt.h"
+
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
-#include "nn/gpt.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn {
@@ -17,8 +18,8 @@ TEST(GPT, BabyConfigHasNanoGPTsNamesAndParameterCount) {
   ASSERT_EQ(names.size(), 2u + 4 * 6 + 2);
   EXPECT_EQ(names.front(), "transformer.wte.weight");
   EXPECT_EQ(names[1], "transformer.wpe.weight");
-  const std::vector<std::string> block = {"ln_1.weight",      "attn.c_attn.weight", "attn.c_proj.weight",
-                                          "ln_2.weight",      "mlp.c_fc.weight",    "mlp.c_proj.weight"};
+  const std::vector<std::string> block = {"ln_1.weight", "attn.c_attn.weight", "attn.c_proj.weight",
+                                          "ln_2.weight", "mlp.c_fc.weight",    "mlp.c_proj.weight"};
   for (size_t j = 0; j < block.size(); ++j) EXPECT_EQ(names[2 + 6 * 3 + j], "transformer.h.3." + block[j]);
   EXPECT_EQ(names[names.size() - 2], "transformer.ln_f.weight");
   EXPECT_EQ(names.back(), "lm_head.weight");

@@ -19,12 +19,20 @@ namespace ag::charlm {
 namespace {
 
 TEST(CharLMText, DecodesUtf8AndNamesTheByteOffsetOfBadInput) {
-  EXPECT_EQ(tasks::decode_utf8("a\xc3\xa9\xe2\x80\x94\xf0\x9f\x90\xb3", "t"), std::u32string(U"a\u00e9\u2014\U0001F433"));
+  EXPECT_EQ(tasks::decode_utf8("a\xc3\xa9\xe2\x80\x94\xf0\x9f\x90\xb3", "t"),
+            std::u32string(U"a\u00e9\u2014\U0001F433"));
   EXPECT_EQ(tasks::encode_utf8(U"a\u00e9\u2014\U0001F433"), "a\xc3\xa9\xe2\x80\x94\xf0\x9f\x90\xb3");
-  expect_error([] { tasks::decode_utf8("ab\xff" "cd", "f.txt"); }, {"f.txt", "byte offset 2", "0xff"});
-  expect_error([] { tasks::decode_utf8("abc\xe2\x80", "f.txt"); }, {"byte offset 3"});      // cut short
-  expect_error([] { tasks::decode_utf8("\xc0\x80", "f.txt"); }, {"byte offset 0"});         // overlong NUL
-  expect_error([] { tasks::decode_utf8("x\xed\xa0\x80", "f.txt"); }, {"byte offset 1"});    // a surrogate
+  expect_error(
+      [] {
+        tasks::decode_utf8(
+            "ab\xff"
+            "cd",
+            "f.txt");
+      },
+      {"f.txt", "byte offset 2", "0xff"});
+  expect_error([] { tasks::decode_utf8("abc\xe2\x80", "f.txt"); }, {"byte offset 3"});       // cut short
+  expect_error([] { tasks::decode_utf8("\xc0\x80", "f.txt"); }, {"byte offset 0"});          // overlong NUL
+  expect_error([] { tasks::decode_utf8("x\xed\xa0\x80", "f.txt"); }, {"byte offset 1"});     // a surrogate
   expect_error([] { tasks::decode_utf8("\xf4\x90\x80\x80", "f.txt"); }, {"byte offset 0"});  // above U+10FFFF
 }
 
