@@ -180,9 +180,56 @@ bool matmul_onednn(const float* pa, const float* pb, float* po, const MatmulPlan
   return true;
 }
 
+// out (rows, N) = scale · A (rows, K) @ Bᵀ, B stored (N, K): one contiguous dot product per
+// output, four outputs at a time (four independent vector sums). For a Linear layer on one or a
+// few rows (a token at a time in generation), where oneDNN 2.6's brgemm takes 13–16 µs for
+// (1,128) @ (128,512)ᵀ against about 2 µs here.
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void dots_with_rows(const float* a, const float* b,
+                                                                                       float* out, int64_t K,
+                                                                                       int64_t first, int64_t last,
+                                                                                       float scale) {
+  int64_t j = first;
+  for (; j + 4 <= last; j += 4) {
+    const float *b0 = b + j * K, *b1 = b0 + K, *b2 = b1 + K, *b3 = b2 + K;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int64_t k = 0; k < K; ++k) {
+      s0 += a[k] * b0[k];
+      s1 += a[k] * b1[k];
+      s2 += a[k] * b2[k];
+      s3 += a[k] * b3[k];
+    }
+    out[j] = s0 * scale, out[j + 1] = s1 * scale, out[j + 2] = s2 * scale, out[j + 3] = s3 * scale;
+  }
+  for (; j < last; ++j) {
+    const float* bj = b + j * K;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t k = 0; k < K; ++k) s += a[k] * bj[k];
+    out[j] = s * scale;
+  }
+}
+
+constexpr int64_t kFewRowsMax = 4;
+
+// A few rows of A against one B stored transposed, as dots_with_rows does them; false otherwise.
+bool few_rows_matmul(const Tensor& a, const Tensor& b, Tensor& out, const MatmulPlan& p, float scale) {
+  const int64_t rows = numel(p.batch) * p.m;
+  if (a.dtype() != DType::f32 || !p.tb || p.ta || rows > kFewRowsMax || b.dim() != 2) return false;
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* po = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    parallel_for_ranges(p.n, p.k, [&](int64_t first, int64_t last) {
+      dots_with_rows(pa + r * p.k, pb, po + r * p.n, p.k, first, last, scale);
+    });
+  return true;
+}
+
 Tensor run_matmul(const Tensor& a, const Tensor& b, const MatmulPlan& plan, double scale) {
   Tensor out = empty(plan.out_shape, a.dtype());
   const bool big = numel(plan.batch) * plan.m * plan.k * plan.n >= kOneDnnMatmulMin;
+  if (big && few_rows_matmul(a, b, out, plan, static_cast<float>(scale))) return out;
   if (a.dtype() == DType::f32 && big &&
       matmul_onednn(a.data<float>(), b.data<float>(), out.data<float>(), plan, static_cast<float>(scale)))
     return out;
