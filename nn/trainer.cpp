@@ -206,7 +206,7 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
   return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), where, kept), signal);
 }
 
-void Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step, double& loss_sum) {
+void Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   if (options_.lr_schedule) {
     const int64_t global_step = options_.steps_per_epoch > 0 ? (epoch - 1) * options_.steps_per_epoch + step
@@ -222,7 +222,7 @@ void Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
   loss.backward();
   if (options_.clip_grad_norm > 0) clip_grad_norm(optimizer_.params(), options_.clip_grad_norm);
   optimizer_.step();
-  loss_sum += value * static_cast<double>(batch.size());
+  loss_sum_ += value * static_cast<double>(batch.size());
   step_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
@@ -240,7 +240,7 @@ double Trainer::train_epoch(int64_t epoch) {
   for (int64_t step = 0; step < resume_step_; ++step) examples += static_cast<int64_t>(batches[step].size());
   loss_sum_ = resume_loss_sum_;
   for (int64_t step = resume_step_; step < steps; ++step) {
-    train_step(batches[step], epoch, step, loss_sum_);
+    train_step(batches[step], epoch, step);
     examples += static_cast<int64_t>(batches[step].size());
     bar.update(step + 1, resume_step_, loss_sum_ / static_cast<double>(examples));
     if (stop_signal) throw interrupted(epoch, step + 1);

@@ -84,7 +84,7 @@ class Trainer {
   int64_t total_steps() const;
   std::vector<std::vector<int64_t>> draw_batches(int64_t epoch);
   double train_epoch(int64_t epoch);
-  void train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step, double& loss_sum);
+  void train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step);  // adds to loss_sum_
   TrainingInterrupted interrupted(int64_t epoch, int64_t step);
   std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);

@@ -35,9 +35,9 @@ check "sample --help explains the window" 0 "last half" -- "$attograd" sample --
 
 # SIGTERM during a run: exit 143, the step is saved, and --resume ends as an uninterrupted run.
 straight="$work/straight"
-"${charlm[@]}" --iters 400 --eval-interval 100 --out "$straight" >/dev/null 2>&1
+"${charlm[@]}" --iters 2000 --eval-interval 100 --out "$straight" >/dev/null 2>&1
 stopped="$work/stopped"
-"${charlm[@]}" --iters 400 --eval-interval 100 --out "$stopped" >"$work/stopped.out" 2>&1 &
+"${charlm[@]}" --iters 2000 --eval-interval 100 --out "$stopped" >"$work/stopped.out" 2>&1 &
 pid=$!
 for _ in $(seq 600); do
   [ -s "$stopped/last.safetensors" ] && break
@@ -48,7 +48,7 @@ wait "$pid"
 status=$?
 expect "SIGTERM exits 143 (got $status)" test "$status" -eq 143
 expect "SIGTERM says where to continue" grep -q "continue with --resume" "$work/stopped.out"
-check "resume after SIGTERM" 0 "final validation loss" -- "${charlm[@]}" --iters 400 --eval-interval 100 --out "$stopped" --resume "$stopped"
+check "resume after SIGTERM" 0 "final validation loss" -- "${charlm[@]}" --iters 2000 --eval-interval 100 --out "$stopped" --resume "$stopped"
 expect "resumed metrics.csv equals the uninterrupted one" cmp -s "$stopped/metrics.csv" "$straight/metrics.csv"
 expect "resumed last.safetensors equals the uninterrupted one" cmp -s "$stopped/last.safetensors" "$straight/last.safetensors"
 

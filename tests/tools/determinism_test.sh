@@ -32,6 +32,9 @@ same_bytes sentiment train sentiment --epochs 6 --seed 3
 same_bytes sentiment-heads train sentiment --epochs 3 --heads 2 --seed 3
 same_bytes squares train squares --epochs 3 --seed 3
 same_bytes transformer train squares --model transformer --epochs 2 --seed 3  # dropout draws from the seeded RNG
+for i in $(seq 200); do echo "a small text, line $i, for a short character-level run."; done >"$work/text.txt"
+same_bytes charlm train charlm --data "$work/text.txt" --iters 30 --eval-interval 10 --block-size 16 --layers 1 \
+  --heads 2 --width 16 --dropout 0.1 --seed 3  # random windows and dropout
 
 "$attograd" --threads 2 train sentiment --epochs 6 --seed 4 --out "$work/other-seed" --quiet >/dev/null 2>&1
 for file in metrics.csv last.safetensors; do
