@@ -1,15 +1,10 @@
 #include "nn/seq2seq.h"
 
-#include <cmath>
-
 #include "engine/autograd.h"
 
 namespace ag::nn::seed004 {
 
 namespace {
-
-// The seed fills hidden scores with -1e9, not -inf: a fully hidden row becomes uniform, not NaN.
-constexpr double kHiddenScore = -1e9;
 
 void check_sequence(std::string_view module, std::string_view what, const Tensor& x, int64_t features) {
   AG_CHECK(x.defined() && x.dim() == 3 && x.size(2) == features, "{}: expected {} of shape (N, L, {}), got {}", module,
@@ -25,7 +20,7 @@ std::shared_ptr<Sequential> feed_forward(int64_t d_model, int64_t ff_units, int6
 }  // namespace
 
 Attention::Attention(int64_t hidden_dim, int64_t input_dim, bool proj_values, Generator& gen)
-    : d_k_(hidden_dim), input_dim_(input_dim < 0 ? hidden_dim : input_dim), proj_values_(proj_values) {
+    : input_dim_(input_dim < 0 ? hidden_dim : input_dim), proj_values_(proj_values) {
   AG_CHECK(hidden_dim > 0 && input_dim_ > 0, "Attention: expected positive sizes, got hidden_dim={} input_dim={}",
            hidden_dim, input_dim_);
   linear_query = register_module("linear_query", std::make_shared<Linear>(input_dim_, hidden_dim, true, gen));
@@ -40,22 +35,19 @@ void Attention::init_keys(const Tensor& keys) {
   values_ = proj_values_ ? (*linear_value)(keys) : keys;  // (N, L, H), or the keys (N, L, input_dim)
 }
 
-Tensor Attention::scores(const Tensor& query) const {
-  Tensor proj_query = (*linear_query)(query);                         // (N, T, H)
-  Tensor dot_products = matmul(proj_query, proj_keys_, false, true);  // (N, T, H) @ (N, L, H)ᵀ → (N, T, L)
-  return div(dot_products, scalar(std::sqrt(static_cast<double>(d_k_))));
-}
-
 Tensor Attention::forward(const Tensor& query, const Tensor& mask) {
   AG_CHECK(proj_keys_.defined(), "Attention: call init_keys(keys) before forward");
   check_sequence("Attention", "a query", query, input_dim_);
   AG_CHECK(query.size(0) == proj_keys_.size(0), "Attention: the query has batch size {}, the keys {}", query.size(0),
            proj_keys_.size(0));
-  Tensor scores = this->scores(query);  // (N, T, L)
-  if (mask.defined()) scores = masked_fill(scores, mask, kHiddenScore);
-  Tensor alphas = softmax(scores, -1);  // (N, T, L)
-  alphas_ = alphas.detach();
-  return matmul(alphas, values_);  // (N, T, L) @ (N, L, H) → (N, T, H)
+  // softmax(proj_query proj_keysᵀ / √d_k, hidden keys masked) values, as one head of the fused op.
+  AttentionOptions o{.need_weights = true, .masked_rows = masked_rows};
+  if (mask.defined()) o.attn_mask = logical_not(mask.dim() == 3 ? unsqueeze(mask, 1) : mask);  // true = takes part
+  const Tensor proj_query = (*linear_query)(query);                                            // (N, T, H)
+  const ag::Attention a = scaled_dot_product_attention(unsqueeze(proj_query, 1), unsqueeze(proj_keys_, 1),
+                                                       unsqueeze(values_, 1), o);  // (N, 1, T, H)
+  alphas_ = squeeze(a.weights, 1);                                                 // (N, T, L)
+  return squeeze(a.output, 1);                                                     // (N, T, H)
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t input_dim, bool proj_values,

@@ -7,7 +7,10 @@
 // attention is forbidden. The seed's masks are the opposite (true where allowed, filled where
 // `mask == 0`); causal_mask(T) is the negation of the seed's subsequent_mask(T).
 // A mask broadcasts against the scores (N, T_query, L_keys): (N, 1, L) hides source padding,
-// (T, T) hides the future.
+// (T, T) hides the future. Each head runs the fused ag::scaled_dot_product_attention; a query
+// whose keys are all hidden gets masked_rows' treatment: zeros (MaskedRows::zero), like the
+// seed classes of nn/attention.h, where the seed's -1e9 fill gave uniform weights (Note [fully
+// masked rows] in engine/ops.h; seed 004's data never hides a whole row).
 #pragma once
 
 #include <memory>
@@ -35,11 +38,9 @@ class Attention : public Module {
   const Tensor& alphas() const { return alphas_; }  // the last attention weights (N, T, L), detached
 
   std::shared_ptr<Linear> linear_query, linear_key, linear_value;
+  MaskedRows masked_rows = MaskedRows::zero;
 
  private:
-  Tensor scores(const Tensor& query) const;
-
-  int64_t d_k_;
   int64_t input_dim_;
   bool proj_values_;
   Tensor proj_keys_;  // (N, L, hidden_dim)

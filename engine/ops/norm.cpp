@@ -54,17 +54,12 @@ void layer_norm_reference(const Tensor& x, const Tensor& weight, const Tensor& b
   });
 }
 
-// oneDNN's (dx, dw, db), with dw and db in normalized_shape and the unwanted ones dropped.
-std::vector<Tensor> keep_needed(std::vector<Tensor> grads, const NeedsGrad& needs_grad, const Shape& normalized_shape) {
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (!needs_grad[i]) grads[i] = Tensor();
-    if (i > 0 && grads[i].defined()) grads[i] = reshape(grads[i], normalized_shape);
-  }
-  return grads;
-}
-
 // Below this many elements the loops beat oneDNN's ~1 µs per call (tools/bench: BM_LayerNorm).
 constexpr int64_t kOneDnnLayerNormMin = 1;
+// oneDNN 2.6 sums a row's statistics in f32: past this many normalised elements it falls behind
+// PyTorch's f32 accuracy (7× at 1,240: tests/engine/parity_test.cpp), so longer rows take the
+// reference kernel, whose statistics are in double.
+constexpr int64_t kOneDnnLayerNormMaxCols = 512;
 
 // The (rows, cols) problem, its affine parts and eps: everything a layer_norm primitive depends on.
 struct NormProblem {
@@ -149,7 +144,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor rstd_t = empty(stat_shape, x.dtype());
   Tensor var_t;  // oneDNN's variance, kept for its backward
   const NormProblem problem{rows, cols, weight.defined(), bias.defined(), static_cast<float>(eps)};
-  if (x.dtype() == DType::f32 && x.numel() >= kOneDnnLayerNormMin) {
+  if (x.dtype() == DType::f32 && x.numel() >= kOneDnnLayerNormMin && cols <= kOneDnnLayerNormMaxCols) {
     var_t = empty(stat_shape);
     if (layer_norm_forward_onednn(problem, x, weight, bias, out, mean_t, var_t)) {
       rstd_t = pow(add(var_t, eps), -0.5);  // rstd = 1 / sqrt(var + eps), (rows) elements
@@ -166,10 +161,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            const Tensor& w = c.saved[1];
            Tensor mean_x = c.saved[2];
            Tensor rstd = c.saved[3];
-           std::vector<Tensor> fast;  // oneDNN's backward in one pass, when the forward ran there too
-           if (!grad_enabled() && c.saved[4].defined() &&
-               layer_norm_backward_onednn(problem, x, w, mean_x, c.saved[4], g, fast))
-             return keep_needed(std::move(fast), c.needs_grad, normalized_shape);
+           // oneDNN's dx in one pass, when the forward ran there too. Its dw and db are not used:
+           // summed in f32 they fall up to 6× behind PyTorch's accuracy (tests/engine/parity_test.cpp).
+           std::vector<Tensor> fast;
+           const bool fast_dx = !grad_enabled() && c.needs_grad[0] && c.saved[4].defined() &&
+                                layer_norm_backward_onednn(problem, x, w, mean_x, c.saved[4], g, fast);
            if (grad_enabled() && x.requires_grad()) {  // see Note [layer_norm backward and its statistics]
              mean_x = mean(x, dims, true);
              const Tensor centered = x - mean_x;
@@ -178,7 +174,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            std::vector<Tensor> grads(3);
            if (!c.needs_grad[0] && !c.needs_grad[1] && !c.needs_grad[2]) return grads;
            const Tensor xhat = (x - mean_x) * rstd;
-           if (c.needs_grad[0]) {
+           if (fast_dx) {
+             grads[0] = fast[0];
+           } else if (c.needs_grad[0]) {
              // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) over the normalised dims
              const Tensor dxhat = w.defined() ? g * w : g;
              grads[0] = rstd * (dxhat - mean(dxhat, dims, true) - xhat * mean(dxhat * xhat, dims, true));
