@@ -1,6 +1,8 @@
 // Normalisation: layer_norm over the trailing dims, as torch.nn.functional.layer_norm.
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <utility>
 
 #include "engine/autograd.h"
 #include "engine/kernels/dnnl_compat.h"
@@ -52,6 +54,32 @@ void layer_norm_reference(const Tensor& x, const Tensor& weight, const Tensor& b
       }
     });
   });
+}
+
+// dw = Σ_rows g ⊙ xhat and db = Σ_rows g, (cols) each, for f32 x and g of (rows, cols), summed in
+// double in row order (deterministic). oneDNN 2.6 sums them in f32, up to 6× behind PyTorch's
+// accuracy (tests/engine/parity_test.cpp). Parallel over blocks of columns.
+std::pair<Tensor, Tensor> affine_grads(const Tensor& x, const Tensor& g, const Tensor& mean, const Tensor& rstd,
+                                       int64_t rows, int64_t cols) {
+  Tensor dw = empty({cols}), db = empty({cols});
+  const float *px = x.data<float>(), *pg = g.data<float>(), *pm = mean.data<float>(), *pr = rstd.data<float>();
+  float *pw = dw.data<float>(), *pb = db.data<float>();
+  constexpr int64_t kBlock = 64;
+  parallel_for((cols + kBlock - 1) / kBlock, 3 * rows * kBlock, [&](int64_t block) {
+    const int64_t j0 = block * kBlock, j1 = std::min(cols, j0 + kBlock);
+    double sum_w[kBlock] = {}, sum_b[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const double m = pm[r], s = pr[r];
+      for (int64_t j = j0; j < j1; ++j) {
+        const double gv = pg[r * cols + j];
+        sum_w[j - j0] += gv * (px[r * cols + j] - m) * s;
+        sum_b[j - j0] += gv;
+      }
+    }
+    for (int64_t j = j0; j < j1; ++j)
+      pw[j] = static_cast<float>(sum_w[j - j0]), pb[j] = static_cast<float>(sum_b[j - j0]);
+  });
+  return {dw, db};
 }
 
 // Below this many elements the loops beat oneDNN's ~1 µs per call (tools/bench: BM_LayerNorm).
@@ -161,11 +189,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            const Tensor& w = c.saved[1];
            Tensor mean_x = c.saved[2];
            Tensor rstd = c.saved[3];
-           // oneDNN's dx in one pass, when the forward ran there too. Its dw and db are not used:
-           // summed in f32 they fall up to 6× behind PyTorch's accuracy (tests/engine/parity_test.cpp).
+           // When the forward ran on oneDNN: its dx in one pass, and dw, db from affine_grads.
            std::vector<Tensor> fast;
-           const bool fast_dx = !grad_enabled() && c.needs_grad[0] && c.saved[4].defined() &&
-                                layer_norm_backward_onednn(problem, x, w, mean_x, c.saved[4], g, fast);
+           if (!grad_enabled() && c.saved[4].defined() &&
+               (!c.needs_grad[0] || layer_norm_backward_onednn(problem, x, w, mean_x, c.saved[4], g, fast))) {
+             const auto [dw, db] = affine_grads(x, g, mean_x, rstd, problem.rows, problem.cols);
+             return std::vector<Tensor>{c.needs_grad[0] ? fast[0] : Tensor(),
+                                        c.needs_grad[1] ? reshape(dw, normalized_shape) : Tensor(),
+                                        c.needs_grad[2] ? reshape(db, normalized_shape) : Tensor()};
+           }
            if (grad_enabled() && x.requires_grad()) {  // see Note [layer_norm backward and its statistics]
              mean_x = mean(x, dims, true);
              const Tensor centered = x - mean_x;
@@ -174,9 +206,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            std::vector<Tensor> grads(3);
            if (!c.needs_grad[0] && !c.needs_grad[1] && !c.needs_grad[2]) return grads;
            const Tensor xhat = (x - mean_x) * rstd;
-           if (fast_dx) {
-             grads[0] = fast[0];
-           } else if (c.needs_grad[0]) {
+           if (c.needs_grad[0]) {
              // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) over the normalised dims
              const Tensor dxhat = w.defined() ? g * w : g;
              grads[0] = rstd * (dxhat - mean(dxhat, dims, true) - xhat * mean(dxhat * xhat, dims, true));
