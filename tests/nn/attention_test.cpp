@@ -10,6 +10,7 @@
 #include <set>
 
 #include "engine/autograd.h"
+#include "nn/transformer.h"
 #include "tests/golden_util.h"
 #include "tests/test_util.h"
 
@@ -236,6 +237,24 @@ TEST(AttentionProperties, FullyPaddedSequenceGivesZerosNotNaN) {
     EXPECT_EQ(tokens_of(out, 0, 0, kTokens), tokens_of((*attention)(slice(x.detach(), 0, 0, 1)), 0, 0, kTokens))
         << name;
   }
+}
+
+// torch.nn.MultiheadAttention gives NaN for a sequence whose keys are all padding (checked with
+// torch 1.13, training and eval); PackedMultiheadAttention does too by default, and zeros (the
+// output projection's bias) under MaskedRows::zero. The other sequence is the same either way.
+TEST(AttentionProperties, MultiheadAttentionFollowsItsMaskedRowsPolicy) {
+  Generator gen(15);
+  PackedMultiheadAttention mha(4, 2, 0.0, gen);
+  const Tensor x = randn({2, 3, 4}, DType::f32, gen);
+  const Tensor padding = tensor({0, 0, 0, 1, 1, 1}, {2, 3}, DType::b8);  // sequence 1: all padding
+  const Tensor nan_rows = mha(x, x, x, padding);
+  for (double v : slice(nan_rows, 0, 1, 2).to_vector()) EXPECT_TRUE(std::isnan(v));
+  EXPECT_TRUE(all_finite(slice(nan_rows, 0, 0, 1)));
+  mha.masked_rows = MaskedRows::zero;
+  const Tensor zero_rows = mha(x, x, x, padding);
+  const Tensor bias = broadcast_to(mha.out_proj->bias, {1, 3, 4});
+  EXPECT_EQ(slice(zero_rows, 0, 1, 2).to_vector(), bias.to_vector());
+  EXPECT_EQ(slice(zero_rows, 0, 0, 1).to_vector(), slice(nan_rows, 0, 0, 1).to_vector());
 }
 
 // Left padding under a causal mask: the first query sees only a padded key, so its row is fully
