@@ -3,6 +3,8 @@
 // every floating input unless marked "not differentiable".
 #pragma once
 
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -16,13 +18,14 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
+Tensor div(double a, const Tensor& b);  // a / b elementwise (10.0 / t)
 Tensor neg(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
-Tensor clamp(const Tensor& x, double min, double max);
+Tensor clamp(const Tensor& x, double min, double max);  // min > max: max everywhere, as PyTorch
 Tensor relu(const Tensor& x);
 enum class GeluApproximation { none, tanh };  // none: x·Φ(x) with erf; tanh: the GPT-2 form
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
@@ -45,6 +48,7 @@ Tensor operator/(const Tensor& a, double b);
 Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& x);
 
 // ---- reduce.cpp
@@ -52,8 +56,8 @@ Tensor sum(const Tensor& x);  // all elements, 0-d result
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
-Tensor max(const Tensor& x);  // gradient flows to the (first) arg-max
-Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);                                     // gradient split evenly among tied maxima (as PyTorch)
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);  // gradient to the first arg-max
 Tensor min(const Tensor& x);
 Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64, not differentiable
@@ -79,8 +83,11 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // ---- index.cpp
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index: 1-D i64
 // Rows of weight (V, D) gathered by i64 indices of any shape → indices.shape + (D).
-// Backward scatter-adds; rows at padding_idx (if ≥ 0) get no gradient.
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+// Backward scatter-adds; rows at padding_idx get no gradient. As in PyTorch a negative padding_idx
+// counts from the end (-1 is the last row) and one outside [-V, V) is an error; none: no padding.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
+// padding_idx resolved to a row in [0, rows), or -1 for none; throws (naming op) when out of range.
+int64_t padding_index(std::string_view op, std::optional<int64_t> padding_idx, int64_t rows);
 
 // ---- mask.cpp: masks are b8 tensors, broadcast against x; true means "fill" / "take a".
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
@@ -89,6 +96,7 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);  // over the last two dims
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 // (T, T) b8, true above the diagonal: the future positions a causal attention must not see.
 Tensor causal_mask(int64_t size);
+Tensor logical_not(const Tensor& mask);  // b8 → b8: flips a mask between the two conventions
 
 // ---- matmul.cpp: 2-D, and batched N-D with broadcast batch dims like torch.matmul
 // (1-D operands are promoted as in torch.matmul). The flags transpose the last two dims
@@ -100,20 +108,37 @@ Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // ---- attention.cpp: softmax(q @ kᵀ / √d + masks) @ v, fused, with its own backward.
-// q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv) → output (B, H, T, dv). attn_mask broadcasts to
-// (B, H, T, S): b8 (true = masked) or additive in q's dtype (a constant); key_padding_mask is b8
-// (B, S), true at padded keys; is_causal masks key j > query i. dropout_p > 0 drops weights
-// (draws from gen as dropout does). With need_weights, `weights` holds the (B, H, T, S) weights
-// that multiplied v (after dropout), for inspection: they carry no gradient. A row whose keys are
-// all masked gives NaN, as in PyTorch.
+// q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv) → output (B, H, T, dv). The boolean masks read as
+// in PyTorch, each under PyTorch's name for it:
+//   attn_mask broadcasts to (B, H, T, S): b8 as in torch's scaled_dot_product_attention, TRUE = the
+//     key TAKES PART (false = masked); or additive in q's dtype (-inf masks).
+//   key_padding_mask b8 (B, S) as in torch.nn.MultiheadAttention, TRUE = the key is padding (IGNORED).
+//   is_causal masks key j > query i.
+// dropout_p > 0 drops weights (draws from gen as dropout does). With need_weights, `weights` holds
+// the (B, H, T, S) weights that multiplied v (after dropout), for inspection: no gradient.
+//
+// Note [fully masked rows]: a query whose keys are all masked has no weights to normalise.
+// masked_rows says what it gets; every attention class of nn passes its choice through here.
+//   nan (default, PyTorch's): NaN weights and output for that query, as softmax over all -inf
+//     gives in PyTorch; the backward gives it, like PyTorch's masked_fill/softmax/matmul, zero dq
+//     and no share of dk (dv is NaN: the NaN weights multiply the incoming gradient).
+//   zero: all-zero weights, so a zero output and zero gradients for that query; one empty
+//     (all-padding) sequence does not poison a batch's loss.
+enum class MaskedRows { nan, zero };
+struct AttentionOptions {
+  Tensor attn_mask = {};         // b8: true = takes part; or additive
+  Tensor key_padding_mask = {};  // b8 (B, S): true = ignored
+  bool is_causal = false;
+  double dropout_p = 0.0;
+  bool need_weights = false;
+  MaskedRows masked_rows = MaskedRows::nan;
+};
 struct Attention {
   Tensor output;
   Tensor weights;
 };
-Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
-                                       const Tensor& key_padding_mask = {}, bool is_causal = false,
-                                       double dropout_p = 0.0, bool need_weights = false,
-                                       Generator& gen = default_generator());
+Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionOptions& options = {}, Generator& gen = default_generator());
 
 // ---- dropout.cpp: in training, zeroes each element with probability p and scales the rest
 // by 1/(1-p); in eval, the identity.

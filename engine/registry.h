@@ -38,6 +38,10 @@ struct OpEntry {
   std::vector<std::vector<Shape>> shape_sets;  // one Shape per input
   Tolerance tolerance = {};
   std::string no_double_backward = {};  // why gradgradcheck cannot pass for this op; empty: it must pass
+  // Where this op has no PyTorch counterpart, or differs from PyTorch on purpose: why. The parity
+  // suite (tests/engine/parity_test.cpp) prints these and lets an op with no counterpart go
+  // without cases; empty: it matches PyTorch and has parity cases.
+  std::string differs_from_pytorch = {};
 };
 
 // One floating tensor per shape, drawn from the domain, each requiring grad.

@@ -1,7 +1,5 @@
 #include "nn/attention.h"
 
-#include <cmath>
-
 #include "engine/error.h"
 #include "engine/ops.h"
 
@@ -43,57 +41,34 @@ Tensor causal_part(const std::string& module, const Tensor& mask, int64_t tokens
   return gt(slice(slice(mask, 0, 0, tokens), 1, 0, tokens), 0.0);  // (T, T)
 }
 
-// context = dropout(weights) values with weights = masked_attention_weights(queries keysᵀ);
-// the weights before dropout are kept, detached, in `kept`. dropout may be null.
-Tensor attend_composed(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden,
-                       Dropout* dropout, Tensor& kept) {
-  const Tensor scores = matmul(queries, keys, false, true);                  // (…, T, T)
-  Tensor weights = masked_attention_weights(scores, hidden, keys.size(-1));  // (…, T, T)
-  kept = weights.detach();
-  if (dropout != nullptr) weights = (*dropout)(weights);
-  return matmul(weights, values);  // (…, T, d_v)
-}
-
 // (T, d) → (1, 1, T, d); (B, T, d) → (B, 1, T, d); (B, H, T, d) stays.
 Tensor as_heads(const Tensor& x) {
   if (x.dim() == 4) return x;
   return x.dim() == 2 ? reshape(x, {1, 1, x.size(0), x.size(1)}) : unsqueeze(x, 1);
 }
 
-bool has_nan(const Tensor& t) {
-  const float* data = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (std::isnan(data[i])) return true;
-  return false;
-}
-
-// The same through the fused kernel, or undefined where it cannot stand in: under active dropout
-// (it would draw other masks), in f64 (no fast path), and for a query whose keys are all hidden
-// (the fused op gives NaN there, the composition zeros: Note [fully masked rows]).
-Tensor attend_fused(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden,
-                    Dropout* dropout, Tensor& kept) {
-  if ((dropout != nullptr && dropout->is_training() && dropout->p > 0) || queries.dtype() != DType::f32) return {};
-  const Tensor mask = hidden.defined() && hidden.dim() == 3 && queries.dim() == 3 ? unsqueeze(hidden, 1) : hidden;
-  const Attention fused = scaled_dot_product_attention(as_heads(queries), as_heads(keys), as_heads(values), mask, {},
-                                                       false, 0.0, /*need_weights=*/true);  // (B, H, T, d_v)
-  if (has_nan(fused.output)) return {};
+// context = dropout(softmax(queries keysᵀ / √d_k, hidden keys masked)) values through the fused
+// op, with the module's policy for fully masked rows (Note [fully masked rows] in engine/ops.h).
+// hidden is b8, true = hidden, broadcast to the scores (…, T, T); undefined: none. The weights
+// (after dropout, as PyTorch's need_weights) are kept in `kept`. dropout may be null; it draws
+// its mask from the module's generator in the same order as the Dropout module would.
+Tensor attend(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden, Dropout* dropout,
+              MaskedRows masked_rows, Tensor& kept) {
+  AttentionOptions o{.need_weights = true, .masked_rows = masked_rows};
+  if (hidden.defined()) {
+    const Tensor by_head = hidden.dim() == 3 && queries.dim() == 3 ? unsqueeze(hidden, 1) : hidden;
+    o.attn_mask = logical_not(by_head);  // sdpa's b8 attn_mask: true = takes part
+  }
+  const bool drops = dropout != nullptr && dropout->is_training() && dropout->p > 0;
+  if (drops) o.dropout_p = dropout->p;
+  const Attention a = scaled_dot_product_attention(as_heads(queries), as_heads(keys), as_heads(values), o,
+                                                   drops ? dropout->generator() : default_generator());
   Shape weights_shape = queries.shape();
   weights_shape.back() = keys.size(-2);
-  kept = reshape(fused.weights, weights_shape);  // (…, T, T)
+  kept = reshape(a.weights, weights_shape);  // (…, T, T)
   Shape out_shape = queries.shape();
   out_shape.back() = values.size(-1);
-  return reshape(fused.output, out_shape);  // (…, T, d_v)
-}
-
-bool use_fused_attention = true;
-
-Tensor attend(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden, Dropout* dropout,
-              Tensor& kept) {
-  if (use_fused_attention) {
-    Tensor context = attend_fused(queries, keys, values, hidden, dropout, kept);
-    if (context.defined()) return context;
-  }
-  return attend_composed(queries, keys, values, hidden, dropout, kept);
+  return reshape(a.output, out_shape);  // (…, T, d_v)
 }
 
 // (…, T) key padding → (…, 1, T): one row of hidden keys shared by every query.
@@ -104,22 +79,6 @@ Tensor padded_keys(const Tensor& key_padding_mask) {
 Tensor causal_buffer(int64_t context_length) { return triu(ones({context_length, context_length}), 1); }
 
 }  // namespace
-
-void set_fused_attention(bool enabled) { use_fused_attention = enabled; }
-bool fused_attention_enabled() { return use_fused_attention; }
-
-Tensor masked_attention_weights(const Tensor& scores, const Tensor& mask, int64_t key_dim) {
-  AG_CHECK(key_dim > 0, "masked_attention_weights: expected a positive key dim, got {}", key_dim);
-  const double scale = std::sqrt(static_cast<double>(key_dim));
-  if (!mask.defined()) return softmax(scores / scale, -1);
-  // A hidden key's score is -inf, so exp gives it exactly 0 weight, and softmax's backward
-  // y ⊙ (g − Σ g ⊙ y) gives it exactly 0 gradient.
-  const Tensor weights = softmax(masked_fill(scores, mask, -INFINITY) / scale, -1);  // (…, T_q, T_k)
-  // Only a row whose keys are all hidden is NaN here (exp(-inf + inf)). Filling the hidden keys
-  // with 0 once more turns it into zeros (Note [fully masked rows]); the backward of both fills
-  // zeroes that row's gradient, NaN included, and leaves every other row's alone.
-  return masked_fill(weights, mask, 0.0);
-}
 
 SelfAttention::SelfAttention(int64_t d_in, int64_t d_q, int64_t d_k, int64_t d_v, Generator& gen) {
   AG_CHECK(d_in > 0 && d_q > 0 && d_k > 0 && d_v > 0,
@@ -137,7 +96,7 @@ Tensor SelfAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
   const Tensor queries = matmul(x, W_q, false, true);  // (…, T, d_q)
   const Tensor keys = matmul(x, W_k, false, true);     // (…, T, d_k)
   const Tensor values = matmul(x, W_v, false, true);   // (…, T, d_v)
-  return attend(queries, keys, values, padded_keys(key_padding_mask), nullptr, last_attention_weights);
+  return attend(queries, keys, values, padded_keys(key_padding_mask), nullptr, masked_rows, last_attention_weights);
 }
 
 SelfAttention_v1::SelfAttention_v1(int64_t d_in, int64_t d_out, Generator& gen) {
@@ -153,7 +112,7 @@ Tensor SelfAttention_v1::forward(const Tensor& x, const Tensor& key_padding_mask
   const Tensor keys = matmul(x, w_key);       // (…, T, d_out)
   const Tensor values = matmul(x, w_value);   // (…, T, d_out)
   const Tensor queries = matmul(x, w_query);  // (…, T, d_out)
-  return attend(queries, keys, values, padded_keys(key_padding_mask), nullptr, last_attention_weights);
+  return attend(queries, keys, values, padded_keys(key_padding_mask), nullptr, masked_rows, last_attention_weights);
 }
 
 SelfAttention_v2::SelfAttention_v2(int64_t d_in, int64_t d_out, bool qkv_bias, Generator& gen) {
@@ -168,7 +127,7 @@ Tensor SelfAttention_v2::forward(const Tensor& x, const Tensor& key_padding_mask
   const Tensor keys = (*w_key)(x);       // (…, T, d_out)
   const Tensor queries = (*w_query)(x);  // (…, T, d_out)
   const Tensor values = (*w_value)(x);   // (…, T, d_out)
-  return attend(queries, keys, values, padded_keys(key_padding_mask), nullptr, last_attention_weights);
+  return attend(queries, keys, values, padded_keys(key_padding_mask), nullptr, masked_rows, last_attention_weights);
 }
 
 CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length, double p, bool qkv_bias,
@@ -190,7 +149,7 @@ Tensor CausalAttention::forward(const Tensor& x, const Tensor& key_padding_mask)
   // The seed computes this mask and drops it (masked_fill's result is unused): not causal.
   const Tensor hidden =
       either(causal_part(type_name(), mask, x.size(1)), padded_keys(key_padding_mask));  // (T, T) or (B, T, T)
-  return attend(queries, keys, values, hidden, dropout.get(), last_attention_weights);
+  return attend(queries, keys, values, hidden, dropout.get(), masked_rows, last_attention_weights);
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double p, int64_t num_heads,
@@ -218,8 +177,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   const Tensor values = split_heads((*W_value)(x));   // (B, H, T, head_dim)
   const Tensor padded = key_padding_mask.defined() ? reshape(key_padding_mask, {batch, 1, 1, tokens}) : Tensor();
   const Tensor hidden = either(causal_part(type_name(), mask, tokens), padded);  // (T, T) or (B, 1, T, T)
-  const Tensor context = attend(queries, keys, values, hidden, dropout.get(), last_attention_weights);  // (B, H, T, hd)
-  const Tensor heads = reshape(transpose(context, 1, 2), {batch, tokens, num_heads * head_dim});        // (B, T, d_out)
+  const Tensor context =
+      attend(queries, keys, values, hidden, dropout.get(), masked_rows, last_attention_weights);  // (B, H, T, hd)
+  const Tensor heads = reshape(transpose(context, 1, 2), {batch, tokens, num_heads * head_dim});  // (B, T, d_out)
   return (*out_proj)(heads);
 }
 

@@ -5,8 +5,8 @@
 // Every forward takes x (B, T, d_in) — the single-head classes also (T, d_in) — and an optional
 // key-padding mask: b8 of x's shape without the last dim, true where the token is padding.
 // Padded keys get exactly zero attention weight; the outputs at padded query positions are
-// computed but meaningless. The weights of the last forward (before dropout, detached) stay in
-// last_attention_weights for plotting.
+// computed but meaningless. The weights of the last forward (after dropout in training, as
+// PyTorch's need_weights; detached) stay in last_attention_weights for plotting.
 #pragma once
 
 #include <memory>
@@ -18,24 +18,12 @@
 
 namespace ag::nn {
 
-// softmax(masked_fill(scores, mask, -inf) / √key_dim) over the last dim (the keys). mask is b8,
-// broadcast to scores, true = hidden; undefined means no mask. Hidden keys get exactly zero
-// weight and exactly zero gradient.
-//
-// Note [fully masked rows]: a query whose keys are all hidden (an all-padding sequence, or
-// left padding under a causal mask) gets all-zero weights, so its context vector is zero and its
-// gradient is zero. PyTorch gives NaN there, which then spreads through any loss that touches
-// the batch; zeros keep one empty sequence from poisoning the others.
-Tensor masked_attention_weights(const Tensor& scores, const Tensor& mask, int64_t key_dim);
-
-// What every attention module shares: forward with or without a key-padding mask, and the
-// attention weights of the last forward.
-// The classes below run ag::scaled_dot_product_attention (the fused kernel) where it computes
-// the same as their composition of engine ops, which they use otherwise (active dropout, f64,
-// a query with every key hidden). Turning it off forces the composition: tests compare the two.
-void set_fused_attention(bool enabled);
-bool fused_attention_enabled();
-
+// What every attention module shares: forward with or without a key-padding mask, the attention
+// weights of the last forward, and what a query whose keys are all hidden gets (an all-padding
+// sequence, or left padding under a causal mask). The seeds' classes choose MaskedRows::zero:
+// zero weights, a zero context and zero gradient, so one empty sequence does not poison the
+// batch; PyTorch gives NaN there (MaskedRows::nan). Note [fully masked rows] in engine/ops.h.
+// Every class runs the fused ag::scaled_dot_product_attention.
 class AttentionModule : public UnaryModule {
  public:
   virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask) = 0;
@@ -45,6 +33,7 @@ class AttentionModule : public UnaryModule {
   }
 
   Tensor last_attention_weights;  // (…, T, T), or (B, H, T, T) for MultiHeadAttention
+  MaskedRows masked_rows = MaskedRows::zero;
 };
 
 // Seeds 000/002: queries = x W_qᵀ (T, d_q), keys = x W_kᵀ (T, d_k), values = x W_vᵀ (T, d_v);

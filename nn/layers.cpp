@@ -37,15 +37,13 @@ std::string Linear::extra_repr() const {
                      bias.defined() ? "True" : "False");
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, Generator& gen)
-    : padding_idx(padding_idx) {
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding, Generator& gen) {
   AG_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: expected positive sizes, got {} x {}", num_embeddings,
            embedding_dim);
-  AG_CHECK(padding_idx >= -1 && padding_idx < num_embeddings,
-           "Embedding: padding_idx {} is out of range for {} embeddings (-1 for none)", padding_idx, num_embeddings);
+  if (padding) padding_idx = padding_index("Embedding", padding, num_embeddings);
   Tensor initial = randn({num_embeddings, embedding_dim}, DType::f32, gen);
-  if (padding_idx >= 0)
-    for (int64_t j = 0; j < embedding_dim; ++j) initial.set({padding_idx, j}, 0.0);
+  if (padding_idx)
+    for (int64_t j = 0; j < embedding_dim; ++j) initial.set({*padding_idx, j}, 0.0);
   weight = register_parameter("weight", initial);
 }
 
@@ -53,7 +51,7 @@ Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indi
 
 std::string Embedding::extra_repr() const {
   std::string out = fmt::format("{}, {}", weight.size(0), weight.size(1));
-  return padding_idx >= 0 ? out + fmt::format(", padding_idx={}", padding_idx) : out;
+  return padding_idx ? out + fmt::format(", padding_idx={}", *padding_idx) : out;
 }
 
 Dropout::Dropout(double p, Generator& gen) : p(p), gen_(&gen) {

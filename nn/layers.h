@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/ops.h"
@@ -24,14 +25,15 @@ class Linear : public UnaryModule {
 // Rows of weight (num, dim) ~ N(0, 1); the padding row (if any) starts at zero and gets no gradient.
 class Embedding : public UnaryModule {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1,
+  // padding_idx as in PyTorch: negative counts from the end; std::nullopt for none.
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
             Generator& gen = default_generator());
   Tensor forward(const Tensor& indices) override;
   std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override;
 
   Tensor weight;
-  int64_t padding_idx;
+  std::optional<int64_t> padding_idx;  // in [0, num_embeddings), or none
 };
 
 // Uses `gen` (the default generator unless given) for its masks; identity in eval mode.
@@ -43,6 +45,7 @@ class Dropout : public UnaryModule {
   std::string extra_repr() const override;
 
   double p;
+  Generator& generator() const { return *gen_; }  // where the masks are drawn from
 
  private:
   Generator* gen_;

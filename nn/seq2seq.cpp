@@ -1,15 +1,10 @@
 #include "nn/seq2seq.h"
 
-#include <cmath>
-
 #include "engine/autograd.h"
 
 namespace ag::nn::seed004 {
 
 namespace {
-
-// The seed fills hidden scores with -1e9, not -inf: a fully hidden row becomes uniform, not NaN.
-constexpr double kHiddenScore = -1e9;
 
 void check_sequence(std::string_view module, std::string_view what, const Tensor& x, int64_t features) {
   AG_CHECK(x.defined() && x.dim() == 3 && x.size(2) == features, "{}: expected {} of shape (N, L, {}), got {}", module,
@@ -25,7 +20,7 @@ std::shared_ptr<Sequential> feed_forward(int64_t d_model, int64_t ff_units, int6
 }  // namespace
 
 Attention::Attention(int64_t hidden_dim, int64_t input_dim, bool proj_values, Generator& gen)
-    : d_k_(hidden_dim), input_dim_(input_dim < 0 ? hidden_dim : input_dim), proj_values_(proj_values) {
+    : input_dim_(input_dim < 0 ? hidden_dim : input_dim), proj_values_(proj_values) {
   AG_CHECK(hidden_dim > 0 && input_dim_ > 0, "Attention: expected positive sizes, got hidden_dim={} input_dim={}",
            hidden_dim, input_dim_);
   linear_query = register_module("linear_query", std::make_shared<Linear>(input_dim_, hidden_dim, true, gen));
@@ -40,22 +35,20 @@ void Attention::init_keys(const Tensor& keys) {
   values_ = proj_values_ ? (*linear_value)(keys) : keys;  // (N, L, H), or the keys (N, L, input_dim)
 }
 
-Tensor Attention::scores(const Tensor& query) const {
-  Tensor proj_query = (*linear_query)(query);                         // (N, T, H)
-  Tensor dot_products = matmul(proj_query, proj_keys_, false, true);  // (N, T, H) @ (N, L, H)ᵀ → (N, T, L)
-  return div(dot_products, scalar(std::sqrt(static_cast<double>(d_k_))));
-}
-
-Tensor Attention::forward(const Tensor& query, const Tensor& mask) {
+Tensor Attention::forward(const Tensor& query, const Tensor& hidden) {
   AG_CHECK(proj_keys_.defined(), "Attention: call init_keys(keys) before forward");
   check_sequence("Attention", "a query", query, input_dim_);
   AG_CHECK(query.size(0) == proj_keys_.size(0), "Attention: the query has batch size {}, the keys {}", query.size(0),
            proj_keys_.size(0));
-  Tensor scores = this->scores(query);  // (N, T, L)
-  if (mask.defined()) scores = masked_fill(scores, mask, kHiddenScore);
-  Tensor alphas = softmax(scores, -1);  // (N, T, L)
-  alphas_ = alphas.detach();
-  return matmul(alphas, values_);  // (N, T, L) @ (N, L, H) → (N, T, H)
+  // softmax(proj_query proj_keysᵀ / √d_k, hidden keys masked) values, as one head of the fused op.
+  AttentionOptions o{.need_weights = true, .masked_rows = masked_rows};
+  if (hidden.defined())
+    o.attn_mask = logical_not(hidden.dim() == 3 ? unsqueeze(hidden, 1) : hidden);  // true = takes part
+  const Tensor proj_query = (*linear_query)(query);                                // (N, T, H)
+  const ag::Attention a = scaled_dot_product_attention(unsqueeze(proj_query, 1), unsqueeze(proj_keys_, 1),
+                                                       unsqueeze(values_, 1), o);  // (N, 1, T, H)
+  alphas_ = squeeze(a.weights, 1);                                                 // (N, T, L)
+  return squeeze(a.output, 1);                                                     // (N, T, H)
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t input_dim, bool proj_values,
@@ -78,11 +71,11 @@ Tensor MultiHeadAttention::alphas() const {
   return stack(per_head, 0);  // (n_heads, N, T, L)
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& mask) {
+Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& hidden) {
   std::vector<Tensor> contexts;
-  for (auto& head : *attn_heads) contexts.push_back((*head)(query, mask));  // each (N, T, D)
-  Tensor concatenated = cat(contexts, -1);                                  // (N, T, n_heads·D)
-  return (*linear_out)(concatenated);                                       // (N, T, D)
+  for (auto& head : *attn_heads) contexts.push_back((*head)(query, hidden));  // each (N, T, D)
+  Tensor concatenated = cat(contexts, -1);                                    // (N, T, n_heads·D)
+  return (*linear_out)(concatenated);                                         // (N, T, D)
 }
 
 EncoderSelfAttn::EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features,
@@ -92,9 +85,9 @@ EncoderSelfAttn::EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_un
   ffn = register_module("ffn", feed_forward(d_model, ff_units, d_model, gen));
 }
 
-Tensor EncoderSelfAttn::forward(const Tensor& query, const Tensor& mask) {
+Tensor EncoderSelfAttn::forward(const Tensor& query, const Tensor& hidden) {
   self_attn_heads->init_keys(query);
-  Tensor att = (*self_attn_heads)(query, mask);  // (N, L, d_model)
+  Tensor att = (*self_attn_heads)(query, hidden);  // (N, L, d_model)
   return (*ffn)(att);
 }
 
@@ -113,11 +106,11 @@ void DecoderSelfAttn::init_keys(const Tensor& states) {
   cross_attn_heads->init_keys(states);
 }
 
-Tensor DecoderSelfAttn::forward(const Tensor& query, const Tensor& source_mask, const Tensor& target_mask) {
+Tensor DecoderSelfAttn::forward(const Tensor& query, const Tensor& source_hidden, const Tensor& target_hidden) {
   self_attn_heads->init_keys(query);
-  Tensor att1 = (*self_attn_heads)(query, target_mask);  // (N, T, d_model)
-  Tensor att2 = (*cross_attn_heads)(att1, source_mask);  // (N, T, d_model)
-  return (*ffn)(att2);                                   // (N, T, n_features)
+  Tensor att1 = (*self_attn_heads)(query, target_hidden);  // (N, T, d_model)
+  Tensor att2 = (*cross_attn_heads)(att1, source_hidden);  // (N, T, d_model)
+  return (*ffn)(att2);                                     // (N, T, n_features)
 }
 
 EncoderDecoderSelfAttn::EncoderDecoderSelfAttn(std::shared_ptr<EncoderSelfAttn> encoder_,
@@ -131,37 +124,37 @@ EncoderDecoderSelfAttn::EncoderDecoderSelfAttn(std::shared_ptr<EncoderSelfAttn> 
   decoder = register_module("decoder", std::move(decoder_));
 }
 
-void EncoderDecoderSelfAttn::encode(const Tensor& source_seq, const Tensor& source_mask) {
-  Tensor encoder_states = (*encoder)(source_seq, source_mask);  // (N, input_len, d_model)
+void EncoderDecoderSelfAttn::encode(const Tensor& source_seq, const Tensor& source_hidden) {
+  Tensor encoder_states = (*encoder)(source_seq, source_hidden);  // (N, input_len, d_model)
   decoder->init_keys(encoder_states);
 }
 
-Tensor EncoderDecoderSelfAttn::decode(const Tensor& shifted_target_seq, const Tensor& source_mask,
-                                      const Tensor& target_mask) {
-  return (*decoder)(shifted_target_seq, source_mask, target_mask);
+Tensor EncoderDecoderSelfAttn::decode(const Tensor& shifted_target_seq, const Tensor& source_hidden,
+                                      const Tensor& target_hidden) {
+  return (*decoder)(shifted_target_seq, source_hidden, target_hidden);
 }
 
-Tensor EncoderDecoderSelfAttn::predict(const Tensor& source_seq, const Tensor& source_mask) {
+Tensor EncoderDecoderSelfAttn::predict(const Tensor& source_seq, const Tensor& source_hidden) {
   Tensor inputs = slice(source_seq, 1, -1, source_seq.size(1));  // (N, 1, F): the last source point
   for (int64_t i = 0; i < target_len; ++i) {
-    Tensor out = decode(inputs, source_mask, causal_mask(i + 1));        // (N, i+1, F)
+    Tensor out = decode(inputs, source_hidden, causal_mask(i + 1));      // (N, i+1, F)
     inputs = cat({inputs, slice(out, 1, -1, out.size(1))}, 1).detach();  // (N, i+2, F)
   }
   return slice(inputs, 1, 1, inputs.size(1));  // (N, target_len, F)
 }
 
-Tensor EncoderDecoderSelfAttn::forward(const Tensor& X, const Tensor& source_mask) {
+Tensor EncoderDecoderSelfAttn::forward(const Tensor& X, const Tensor& source_hidden) {
   AG_CHECK(X.defined() && X.dim() == 3 && X.size(1) >= input_len,
            "EncoderDecoderSelfAttn: expected X of shape (N, L ≥ {}, F), got {}", input_len,
            X.defined() ? shape_str(X.shape()) : "undefined");
   Tensor source_seq = slice(X, 1, 0, input_len);  // (N, input_len, F)
-  encode(source_seq, source_mask);
-  if (!is_training()) return predict(source_seq, source_mask);
+  encode(source_seq, source_hidden);
+  if (!is_training()) return predict(source_seq, source_hidden);
   AG_CHECK(X.size(1) == input_len + target_len,
            "EncoderDecoderSelfAttn: in training mode X must hold source and target, (N, {} + {}, F), got {}", input_len,
            target_len, shape_str(X.shape()));
   Tensor shifted_target_seq = slice(X, 1, input_len - 1, X.size(1) - 1);  // (N, target_len, F)
-  return decode(shifted_target_seq, source_mask, causal_mask(target_len));
+  return decode(shifted_target_seq, source_hidden, causal_mask(target_len));
 }
 
 }  // namespace ag::nn::seed004

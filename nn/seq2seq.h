@@ -3,11 +3,16 @@
 // EncoderSelfAttn, DecoderSelfAttn and EncoderDecoderSelfAttn. Parameter names and the module
 // tree equal the seed's PyTorch classes, so a state_dict moves between the two.
 //
-// Masks follow attograd's convention (as masked_fill and causal_mask do): b8, true where
-// attention is forbidden. The seed's masks are the opposite (true where allowed, filled where
-// `mask == 0`); causal_mask(T) is the negation of the seed's subsequent_mask(T).
+// The masks are named `hidden` (source_hidden, target_hidden) because they are the opposite of
+// the seed's `mask`, `source_mask` and `target_mask`: b8, TRUE where attention is FORBIDDEN (as
+// masked_fill and causal_mask read), where the seed's are true where allowed (filled where
+// `mask == 0`); causal_mask(T) is the negation of the seed's subsequent_mask(T). A port passes
+// logical_not(seed_mask).
 // A mask broadcasts against the scores (N, T_query, L_keys): (N, 1, L) hides source padding,
-// (T, T) hides the future.
+// (T, T) hides the future. Each head runs the fused ag::scaled_dot_product_attention; a query
+// whose keys are all hidden gets masked_rows' treatment: zeros (MaskedRows::zero), like the
+// seed classes of nn/attention.h, where the seed's -1e9 fill gave uniform weights (Note [fully
+// masked rows] in engine/ops.h; seed 004's data never hides a whole row).
 #pragma once
 
 #include <memory>
@@ -25,21 +30,19 @@ class Attention : public Module {
  public:
   explicit Attention(int64_t hidden_dim, int64_t input_dim = -1, bool proj_values = false,
                      Generator& gen = default_generator());
-  void init_keys(const Tensor& keys);                            // keys (N, L, input_dim)
-  Tensor forward(const Tensor& query, const Tensor& mask = {});  // (N, T, input_dim) → (N, T, hidden_dim)
-  Tensor operator()(const Tensor& query, const Tensor& mask = {}) {
-    return call([&] { return forward(query, mask); });
+  void init_keys(const Tensor& keys);                              // keys (N, L, input_dim)
+  Tensor forward(const Tensor& query, const Tensor& hidden = {});  // (N, T, input_dim) → (N, T, hidden_dim)
+  Tensor operator()(const Tensor& query, const Tensor& hidden = {}) {
+    return call([&] { return forward(query, hidden); });
   }
   std::string type_name() const override { return "Attention"; }
 
   const Tensor& alphas() const { return alphas_; }  // the last attention weights (N, T, L), detached
 
   std::shared_ptr<Linear> linear_query, linear_key, linear_value;
+  MaskedRows masked_rows = MaskedRows::zero;
 
  private:
-  Tensor scores(const Tensor& query) const;
-
-  int64_t d_k_;
   int64_t input_dim_;
   bool proj_values_;
   Tensor proj_keys_;  // (N, L, hidden_dim)
@@ -54,9 +57,9 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t input_dim = -1, bool proj_values = true,
                      Generator& gen = default_generator());
   void init_keys(const Tensor& keys);
-  Tensor forward(const Tensor& query, const Tensor& mask = {});
-  Tensor operator()(const Tensor& query, const Tensor& mask = {}) {
-    return call([&] { return forward(query, mask); });
+  Tensor forward(const Tensor& query, const Tensor& hidden = {});
+  Tensor operator()(const Tensor& query, const Tensor& hidden = {}) {
+    return call([&] { return forward(query, hidden); });
   }
   std::string type_name() const override { return "MultiHeadAttention"; }
 
@@ -71,9 +74,9 @@ class EncoderSelfAttn : public Module {
  public:
   EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features = -1,
                   Generator& gen = default_generator());
-  Tensor forward(const Tensor& query, const Tensor& mask = {});  // (N, L, n_features) → (N, L, d_model)
-  Tensor operator()(const Tensor& query, const Tensor& mask = {}) {
-    return call([&] { return forward(query, mask); });
+  Tensor forward(const Tensor& query, const Tensor& hidden = {});  // (N, L, n_features) → (N, L, d_model)
+  Tensor operator()(const Tensor& query, const Tensor& hidden = {}) {
+    return call([&] { return forward(query, hidden); });
   }
   std::string type_name() const override { return "EncoderSelfAttn"; }
 
@@ -88,11 +91,11 @@ class DecoderSelfAttn : public Module {
   DecoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features = -1,
                   Generator& gen = default_generator());
   void init_keys(const Tensor& states);  // encoder states (N, L, d_model)
-  // (N, T, n_features) → (N, T, n_features). source_mask hides encoder states, target_mask
+  // (N, T, n_features) → (N, T, n_features). source_hidden hides encoder states, target_hidden
   // the decoder's own later positions.
-  Tensor forward(const Tensor& query, const Tensor& source_mask = {}, const Tensor& target_mask = {});
-  Tensor operator()(const Tensor& query, const Tensor& source_mask = {}, const Tensor& target_mask = {}) {
-    return call([&] { return forward(query, source_mask, target_mask); });
+  Tensor forward(const Tensor& query, const Tensor& source_hidden = {}, const Tensor& target_hidden = {});
+  Tensor operator()(const Tensor& query, const Tensor& source_hidden = {}, const Tensor& target_hidden = {}) {
+    return call([&] { return forward(query, source_hidden, target_hidden); });
   }
   std::string type_name() const override { return "DecoderSelfAttn"; }
 
@@ -109,13 +112,13 @@ class EncoderDecoderSelfAttn : public Module {
   EncoderDecoderSelfAttn(std::shared_ptr<EncoderSelfAttn> encoder, std::shared_ptr<DecoderSelfAttn> decoder,
                          int64_t input_len, int64_t target_len);
   // X (N, input_len + target_len, F) in training, (N, ≥ input_len, F) in eval → (N, target_len, F).
-  Tensor forward(const Tensor& X, const Tensor& source_mask = {});
-  Tensor operator()(const Tensor& X, const Tensor& source_mask = {}) {
-    return call([&] { return forward(X, source_mask); });
+  Tensor forward(const Tensor& X, const Tensor& source_hidden = {});
+  Tensor operator()(const Tensor& X, const Tensor& source_hidden = {}) {
+    return call([&] { return forward(X, source_hidden); });
   }
-  void encode(const Tensor& source_seq, const Tensor& source_mask);
-  Tensor decode(const Tensor& shifted_target_seq, const Tensor& source_mask, const Tensor& target_mask);
-  Tensor predict(const Tensor& source_seq, const Tensor& source_mask);  // no gradient flows out
+  void encode(const Tensor& source_seq, const Tensor& source_hidden);
+  Tensor decode(const Tensor& shifted_target_seq, const Tensor& source_hidden, const Tensor& target_hidden);
+  Tensor predict(const Tensor& source_seq, const Tensor& source_hidden);  // no gradient flows out
   std::string type_name() const override { return "EncoderDecoderSelfAttn"; }
 
   std::shared_ptr<EncoderSelfAttn> encoder;

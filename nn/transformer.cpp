@@ -1,7 +1,6 @@
 #include "nn/transformer.h"
 
 #include <cmath>
-#include <limits>
 
 #include "engine/autograd.h"
 
@@ -70,19 +69,6 @@ Tensor PackedMultiheadAttention::project(const Tensor& x, int64_t which) const {
   return transpose(heads, 1, 2);                                                        // (N, H, L, E/H)
 }
 
-Tensor PackedMultiheadAttention::masked_scores(Tensor scores, const Tensor& key_padding_mask,
-                                               const Tensor& attn_mask) const {
-  const double hidden = -std::numeric_limits<double>::infinity();
-  check_mask("MultiheadAttention", "attn_mask", attn_mask, {scores.size(2), scores.size(3)});
-  check_mask("MultiheadAttention", "key_padding_mask", key_padding_mask, {scores.size(0), scores.size(3)});
-  if (attn_mask.defined()) scores = masked_fill(scores, attn_mask, hidden);  // (T, S) over (N, H, T, S)
-  if (key_padding_mask.defined()) {
-    Tensor padding = reshape(key_padding_mask, {scores.size(0), 1, 1, scores.size(3)});  // (N, 1, 1, S)
-    scores = masked_fill(scores, padding, hidden);
-  }
-  return scores;
-}
-
 Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                          const Tensor& key_padding_mask, const Tensor& attn_mask) {
   Tensor q = project(query, 0);  // (N, H, T, Dh)
@@ -91,13 +77,16 @@ Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key,
   AG_CHECK(q.size(0) == k.size(0) && k.size(2) == v.size(2),
            "MultiheadAttention: query {}, key {} and value {} must share the batch size, key and value the length",
            shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  Tensor scores = mul(matmul(q, k, false, true), scale);  // (N, H, T, S)
-  scores = masked_scores(scores, key_padding_mask, attn_mask);
-  Tensor weights = softmax(scores, -1);  // (N, H, T, S)
-  weights_ = weights.detach();
-  weights = ag::dropout(weights, dropout, is_training(), *gen_);
-  Tensor context = transpose(matmul(weights, v), 1, 2);                       // (N, T, H, Dh)
+  check_mask("MultiheadAttention", "attn_mask", attn_mask, {q.size(2), k.size(2)});
+  check_mask("MultiheadAttention", "key_padding_mask", key_padding_mask, {q.size(0), k.size(2)});
+  AttentionOptions o{.key_padding_mask = key_padding_mask,
+                     .dropout_p = is_training() ? dropout : 0.0,
+                     .need_weights = true,
+                     .masked_rows = masked_rows};
+  if (attn_mask.defined()) o.attn_mask = logical_not(attn_mask);        // sdpa's attn_mask: true = takes part
+  const Attention a = scaled_dot_product_attention(q, k, v, o, *gen_);  // (N, H, T, Dh)
+  weights_ = a.weights;
+  Tensor context = transpose(a.output, 1, 2);                                 // (N, T, H, Dh)
   context = reshape(context, {query.size(0), query.size(1), query.size(2)});  // (N, T, E)
   return (*out_proj)(context);
 }

@@ -27,7 +27,10 @@ class NonDynamicallyQuantizableLinear : public Linear {
 
 // torch.nn.MultiheadAttention(embed_dim, num_heads, dropout, batch_first=True) with its packed
 // projection: in_proj_weight (3E, E) holds W_q, W_k, W_v stacked; heads of width E / num_heads;
-// dropout on the attention weights in training mode.
+// dropout on the attention weights in training mode. Masks read as PyTorch's: b8 attn_mask (T, S) and
+// key_padding_mask (N, S), TRUE = NOT allowed to attend (the opposite of scaled_dot_product_attention's
+// attn_mask). A query with every key masked gets masked_rows' treatment (PyTorch's NaN by default:
+// Note [fully masked rows] in engine/ops.h).
 class PackedMultiheadAttention : public Module {
  public:
   PackedMultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0,
@@ -48,10 +51,10 @@ class PackedMultiheadAttention : public Module {
   std::shared_ptr<NonDynamicallyQuantizableLinear> out_proj;
   int64_t num_heads;
   double dropout;
+  MaskedRows masked_rows = MaskedRows::nan;
 
  private:
   Tensor project(const Tensor& x, int64_t which) const;  // (N, L, E) → (N, H, L, E/H), which: 0 q, 1 k, 2 v
-  Tensor masked_scores(Tensor scores, const Tensor& key_padding_mask, const Tensor& attn_mask) const;
 
   Generator* gen_;
   Tensor weights_;

@@ -54,9 +54,9 @@ Tensor forward(const Block& b) {
   auto heads = [&](const Tensor& w) {  // x @ wᵀ, split into heads: (B, h, T, hd)
     return transpose(reshape(matmul(b.x, w, false, true), {b.B, b.T, b.h, hd}), 1, 2);
   };
-  const Tensor context = scaled_dot_product_attention(heads(b.w_query), heads(b.w_key), heads(b.w_value), {}, {},
-                                                      /*is_causal=*/true)
-                             .output;                                        // (B, h, T, hd)
+  const Tensor context =
+      scaled_dot_product_attention(heads(b.w_query), heads(b.w_key), heads(b.w_value), {.is_causal = true})
+          .output;                                                           // (B, h, T, hd)
   const Tensor merged = reshape(transpose(context, 1, 2), {b.B, b.T, b.d});  // (B, T, d)
   return add(matmul(merged, b.w_out, false, true), b.b_out);                 // (B, T, d)
 }

@@ -136,7 +136,7 @@ void multi_head_toy() {
   const Tensor context = matmul(weights, values_grp);  // (1, 2, 3, 3)
   show("context_vec = attn_weights @ values_grp", context);
   show("heads combined: context_vec.transpose(1, 2).view(1, 3, 6)", reshape(transpose(context, 1, 2), {1, 3, 6}));
-  const Tensor fused = scaled_dot_product_attention(queries_grp, keys_grp, values_grp, {}, {}, true).output;
+  const Tensor fused = scaled_dot_product_attention(queries_grp, keys_grp, values_grp, {.is_causal = true}).output;
   fmt::print("the same through the fused scaled_dot_product_attention: {}\n",
              verdict(max_abs_difference(context, fused), 1e-12));
 }

@@ -2,6 +2,7 @@
 // 1/√d scale fused, the masks applied in one pass (never as a oneDNN post-op: a batch-broadcast
 // mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node, one fused
 // backward; under create_graph the backward is built from engine ops instead (double backward).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -20,7 +21,8 @@ struct AttentionPlan {
   int64_t B = 0, H = 0, T = 0, S = 0, d = 0;
   double scale = 1;
   bool causal = false;
-  Shape mask_strides;  // attn_mask's strides read as (B, H, T, S), 0 along broadcast dims
+  bool zero_masked_rows = false;  // MaskedRows::zero
+  Shape mask_strides;             // attn_mask's strides read as (B, H, T, S), 0 along broadcast dims
 };
 
 void check_operand(const char* what, const Tensor& t) {
@@ -34,20 +36,21 @@ void check_masks(const AttentionPlan& p, const Tensor& q, const Tensor& attn_mas
   const Shape scores{p.B, p.H, p.T, p.S};
   if (attn_mask.defined()) {
     AG_CHECK(attn_mask.dtype() == DType::b8 || attn_mask.dtype() == q.dtype(),
-             "scaled_dot_product_attention: attn_mask must be b8 (true = masked) or additive {} like q, got {}",
+             "scaled_dot_product_attention: attn_mask must be b8 (true = takes part) or additive {} like q, got {}",
              dtype_name(q.dtype()), dtype_name(attn_mask.dtype()));
     AG_CHECK(broadcasts_to(attn_mask.shape(), scores),
              "scaled_dot_product_attention: attn_mask of shape {} does not broadcast to the scores' shape {}",
              shape_str(attn_mask.shape()), shape_str(scores));
   }
   if (key_padding_mask.defined())
-    AG_CHECK(key_padding_mask.dtype() == DType::b8 && key_padding_mask.shape() == Shape({p.B, p.S}),
-             "scaled_dot_product_attention: key_padding_mask must be b8 of shape (B, S) = {}, got {} of shape {}",
-             shape_str({p.B, p.S}), dtype_name(key_padding_mask.dtype()), shape_str(key_padding_mask.shape()));
+    AG_CHECK(
+        key_padding_mask.dtype() == DType::b8 && key_padding_mask.shape() == Shape({p.B, p.S}),
+        "scaled_dot_product_attention: key_padding_mask must be b8 (true = ignored) of shape (B, S) = {}, got {} of "
+        "shape {}",
+        shape_str({p.B, p.S}), dtype_name(key_padding_mask.dtype()), shape_str(key_padding_mask.shape()));
 }
 
-AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                             const Tensor& key_padding_mask, bool is_causal, double dropout_p) {
+AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   check_operand("q", q);
   check_operand("k", k);
   check_operand("v", v);
@@ -59,24 +62,25 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
            "scaled_dot_product_attention: expected q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv), got q {}, k {}, "
            "v {}",
            shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  AG_CHECK(dropout_p >= 0 && dropout_p < 1, "scaled_dot_product_attention: expected dropout_p in [0, 1), got {}",
-           dropout_p);
+  AG_CHECK(o.dropout_p >= 0 && o.dropout_p <= 1, "scaled_dot_product_attention: expected dropout_p in [0, 1], got {}",
+           o.dropout_p);
   AttentionPlan p;
   p.B = q.size(0), p.H = q.size(1), p.T = q.size(2), p.S = k.size(2), p.d = q.size(3);
   p.scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(p.d, 1)));
-  p.causal = is_causal;
-  check_masks(p, q, attn_mask, key_padding_mask);
-  if (attn_mask.defined()) p.mask_strides = broadcast_strides(attn_mask.shape(), {p.B, p.H, p.T, p.S});
+  p.causal = o.is_causal;
+  p.zero_masked_rows = o.masked_rows == MaskedRows::zero;
+  check_masks(p, q, o.attn_mask, o.key_padding_mask);
+  if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
   return p;
 }
 
 // scores (B, H, T, S) in place: -inf where causal (j > i), padded (key_padding_mask[b, j]) or a
-// b8 attn_mask is true; + attn_mask where it is additive.
+// b8 attn_mask is false; + attn_mask where it is additive.
 template <typename T>
 void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, const Tensor& key_padding_mask) {
   const bool* padded = key_padding_mask.defined() ? key_padding_mask.data<bool>() : nullptr;
-  const bool* masked = attn_mask.defined() && attn_mask.dtype() == DType::b8 ? attn_mask.data<bool>() : nullptr;
-  const T* added = attn_mask.defined() && !masked ? attn_mask.data<T>() : nullptr;
+  const bool* takes_part = attn_mask.defined() && attn_mask.dtype() == DType::b8 ? attn_mask.data<bool>() : nullptr;
+  const T* added = attn_mask.defined() && !takes_part ? attn_mask.data<T>() : nullptr;
   const Shape& ms = p.mask_strides;
   parallel_for(p.B * p.H * p.T, p.S, [&](int64_t row) {
     const int64_t i = row % p.T, h = row / p.T % p.H, b = row / (p.T * p.H);
@@ -84,7 +88,7 @@ void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, con
     const int64_t mask_row = attn_mask.defined() ? b * ms[0] + h * ms[1] + i * ms[2] : 0;
     for (int64_t j = 0; j < p.S; ++j) {
       const int64_t at = mask_row + j * (ms.empty() ? 0 : ms[3]);
-      if ((p.causal && j > i) || (padded && padded[b * p.S + j]) || (masked && masked[at])) {
+      if ((p.causal && j > i) || (padded && padded[b * p.S + j]) || (takes_part && !takes_part[at])) {
         s[j] = -std::numeric_limits<T>::infinity();
       } else if (added) {
         s[j] += added[at];
@@ -93,14 +97,41 @@ void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, con
   });
 }
 
-// weights = softmax(scale · q @ kᵀ, masked), (B, H, T, S).
-Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
-                         const Tensor& key_padding_mask) {
+// (B, H, T, 1) b8, true for the queries whose scores are all -inf (Note [fully masked rows]);
+// undefined when there are none.
+template <typename T>
+Tensor fully_masked_rows(const T* scores, const AttentionPlan& p) {
+  Tensor rows = zeros({p.B, p.H, p.T, 1}, DType::b8);
+  bool* empty_row = rows.data<bool>();
+  bool any = false;
+  for (int64_t row = 0; row < p.B * p.H * p.T; ++row) {
+    const T* s = scores + row * p.S;  // (S)
+    empty_row[row] = std::all_of(s, s + p.S, [](T v) { return v == -std::numeric_limits<T>::infinity(); });
+    any = any || empty_row[row];
+  }
+  return any ? rows : Tensor();
+}
+
+// The masked scores' softmax, and its fully masked rows (undefined if none).
+struct MaskedWeights {
+  Tensor weights;     // (B, H, T, S)
+  Tensor empty_rows;  // (B, H, T, 1) b8
+};
+
+// weights = softmax(scale · q @ kᵀ, masked), (B, H, T, S); rows with every key masked are NaN, or
+// zero under MaskedRows::zero.
+MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
+                                const Tensor& key_padding_mask) {
   Tensor scores = matmul_forward(q, k, false, true, p.scale);  // (B, H, T, S)
+  Tensor empty_rows;                                           // (B, H, T, 1)
   if (p.causal || attn_mask.defined() || key_padding_mask.defined())
-    dispatch_floating(q.dtype(), "scaled_dot_product_attention",
-                      [&]<typename T>() { apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask); });
-  return softmax_forward(scores, -1, false);  // (B, H, T, S)
+    dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+      apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask);
+      empty_rows = fully_masked_rows(scores.data<T>(), p);
+    });
+  Tensor weights = softmax_forward(scores, -1, false);  // (B, H, T, S)
+  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill(weights, empty_rows, 0.0);
+  return {weights, empty_rows};
 }
 
 // The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.
@@ -113,7 +144,7 @@ Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mas
 
 // The backward written with engine ops, each recorded (create_graph): it can be differentiated
 // again. The weights are recomputed from q and k so that their own dependence on q and k is in
-// the graph. saved = {q, k, v, weights, keep, attn_mask, key_padding_mask}.
+// the graph. saved = {q, k, v, weights, keep, attn_mask, key_padding_mask, empty_rows}.
 std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const AttentionPlan& p) {
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
   const Tensor& q = c.saved[0];
@@ -123,11 +154,14 @@ std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const 
   Tensor scores = mul(matmul(q, k, false, true), p.scale);  // (B, H, T, S)
   if (p.causal || c.saved[5].defined() || c.saved[6].defined())
     scores = add(scores, additive_mask(p, q.dtype(), c.saved[5], c.saved[6]));
-  const Tensor w = softmax(scores, -1);                            // (B, H, T, S)
-  const Tensor wd = keep.defined() ? mul(w, keep) : w;             // (B, H, T, S)
-  Tensor dw = matmul(c.grad, v, false, true);                      // dWd = g @ vᵀ, (B, H, T, S)
-  if (keep.defined()) dw = mul(dw, keep);                          // Wd = W ⊙ keep
-  const Tensor ds = mul(w, sub(dw, sum(mul(dw, w), {-1}, true)));  // W = softmax(S): (B, H, T, S)
+  const Tensor& empty_rows = c.saved[7];  // (B, H, T, 1) or undefined
+  Tensor w = softmax(scores, -1);         // (B, H, T, S)
+  if (p.zero_masked_rows && empty_rows.defined()) w = masked_fill(w, empty_rows, 0.0);
+  const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
+  Tensor dw = matmul(c.grad, v, false, true);                       // dWd = g @ vᵀ, (B, H, T, S)
+  if (keep.defined()) dw = mul(dw, keep);                           // Wd = W ⊙ keep
+  Tensor ds = mul(w, sub(dw, sum(mul(dw, w), {-1}, true)));         // W = softmax(S): (B, H, T, S)
+  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);  // S = masked scores: no gradient
   std::vector<Tensor> grads(3);
   if (c.needs_grad[0]) grads[0] = mul(matmul(ds, k), p.scale);               // (B, H, T, d)
   if (c.needs_grad[1]) grads[1] = mul(matmul(ds, q, true, false), p.scale);  // (B, H, S, d)
@@ -137,39 +171,40 @@ std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const 
 
 }  // namespace
 
-Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                       const Tensor& key_padding_mask, bool is_causal, double dropout_p,
-                                       bool need_weights, Generator& gen) {
-  const AttentionPlan plan = plan_attention(q, k, v, attn_mask, key_padding_mask, is_causal, dropout_p);
-  const Tensor weights = attention_weights(q, k, plan, attn_mask, key_padding_mask);  // (B, H, T, S)
-  Tensor keep;                                                                        // (B, H, T, S)
+Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                       Generator& gen) {
+  const AttentionPlan plan = plan_attention(q, k, v, o);
+  const auto [weights, empty_rows] = attention_weights(q, k, plan, o.attn_mask, o.key_padding_mask);  // (B, H, T, S)
+  Tensor keep;                                                                                        // (B, H, T, S)
   Tensor dropped = weights;
-  if (dropout_p > 0) {
-    keep = dropout_mask(weights.shape(), weights.dtype(), dropout_p, gen);
+  if (o.dropout_p > 0) {
+    keep = dropout_mask(weights.shape(), weights.dtype(), o.dropout_p, gen);
     NoGradGuard no_grad;
     dropped = mul(weights, keep);  // (B, H, T, S)
   }
   Tensor out = matmul_forward(dropped, v, false, false, 1.0);  // (B, H, T, dv)
-  record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, weights, keep, attn_mask, key_padding_mask},
-         [plan](const BackwardContext& c) {
+  record(out, "ScaledDotProductAttentionBackward", {q, k, v},
+         {q, k, v, weights, keep, o.attn_mask, o.key_padding_mask, empty_rows}, [plan](const BackwardContext& c) {
            // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
            if (grad_enabled()) return attention_backward_recorded(c, plan);  // create_graph
            const Tensor& q = c.saved[0];
            const Tensor& k = c.saved[1];
            const Tensor& v = c.saved[2];
-           const Tensor& w = c.saved[3];                             // (B, H, T, S)
-           const Tensor& keep = c.saved[4];                          // (B, H, T, S) or undefined
-           const Tensor wd = keep.defined() ? mul(w, keep) : w;      // (B, H, T, S)
-           Tensor dw = matmul_forward(c.grad, v, false, true, 1.0);  // dWd = g @ vᵀ, (B, H, T, S)
-           if (keep.defined()) dw = mul(dw, keep);                   // Wd = W ⊙ keep
-           const Tensor ds = softmax_backward_data(w, dw, -1);       // W = softmax(S): (B, H, T, S)
+           const Tensor& w = c.saved[3];                                     // (B, H, T, S)
+           const Tensor& keep = c.saved[4];                                  // (B, H, T, S) or undefined
+           const Tensor& empty_rows = c.saved[7];                            // (B, H, T, 1) or undefined
+           const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
+           Tensor dw = matmul_forward(c.grad, v, false, true, 1.0);          // dWd = g @ vᵀ, (B, H, T, S)
+           if (keep.defined()) dw = mul(dw, keep);                           // Wd = W ⊙ keep
+           Tensor ds = softmax_backward_data(w, dw, -1);                     // W = softmax(S): (B, H, T, S)
+           if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);  // S = masked scores: no gradient
            std::vector<Tensor> grads(3);
            if (c.needs_grad[0]) grads[0] = matmul_forward(ds, k, false, false, plan.scale);  // (B, H, T, d)
            if (c.needs_grad[1]) grads[1] = matmul_forward(ds, q, true, false, plan.scale);   // (B, H, S, d)
            if (c.needs_grad[2]) grads[2] = matmul_forward(wd, c.grad, true, false, 1.0);     // (B, H, S, dv)
            return grads;
          });
-  return {out, need_weights ? dropped : Tensor()};
+  return {out, o.need_weights ? dropped : Tensor()};
 }
 
 void register_attention_ops(Registry& registry) {
@@ -182,21 +217,26 @@ void register_attention_ops(Registry& registry) {
     return [=](const std::vector<Tensor>& in) {
       Generator gen(11);  // the same dropout mask on every call (every finite-difference probe)
       const int64_t B = in[0].size(0), T = in[0].size(2), S = in[1].size(2);
-      Tensor attn_mask, padding;
+      AttentionOptions o{.is_causal = causal, .dropout_p = dropout_p};
       if (masks) {
-        attn_mask = gt(rand({T, S}, DType::f64, gen), 0.7);        // (T, S), broadcast over B and H
-        padding = gt(rand({B, S}, DType::f64, gen), 0.7);          // (B, S)
-        for (int64_t i = 0; i < T; ++i) attn_mask.set({i, 0}, 0);  // key 0 stays visible: no row is all -inf
-        for (int64_t b = 0; b < B; ++b) padding.set({b, 0}, 0);
+        o.attn_mask = gt(rand({T, S}, DType::f64, gen), 0.3);         // (T, S) takes part, broadcast over B and H
+        o.key_padding_mask = gt(rand({B, S}, DType::f64, gen), 0.7);  // (B, S) ignored
+        for (int64_t i = 0; i < T; ++i) o.attn_mask.set({i, 0}, 1);   // key 0 stays visible: no row is all -inf
+        for (int64_t b = 0; b < B; ++b) o.key_padding_mask.set({b, 0}, 0);
       }
-      return scaled_dot_product_attention(in[0], in[1], in[2], attn_mask, padding, causal, dropout_p, false, gen)
-          .output;
+      return scaled_dot_product_attention(in[0], in[1], in[2], o, gen).output;
     };
   };
   registry.add({"scaled_dot_product_attention", sdpa(false, false, 0), real_inputs(), shapes});
   registry.add({"scaled_dot_product_attention_causal", sdpa(true, false, 0), real_inputs(), shapes});
   registry.add({"scaled_dot_product_attention_masked", sdpa(false, true, 0), real_inputs(), shapes});
-  registry.add({"scaled_dot_product_attention_dropout", sdpa(true, false, 0.3), real_inputs(), shapes});
+  registry.add({.name = "scaled_dot_product_attention_dropout",
+                .fn = sdpa(true, false, 0.3),
+                .make_inputs = real_inputs(),
+                .shape_sets = shapes,
+                .differs_from_pytorch =
+                    "no counterpart: its dropout mask comes from attograd's Generator, which "
+                    "PyTorch's RNG cannot replay (the other entries check the op without dropout)"});
 }
 
 }  // namespace ag

@@ -39,13 +39,16 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
 void register_dropout_ops(Registry& registry) {
   // A generator seeded inside the function: every call (each finite-difference probe) draws the
   // same mask.
-  registry.add({"dropout",
-                [](const auto& in) {
-                  Generator gen(5);
-                  return dropout(in[0], 0.3, true, gen);
-                },
-                real_inputs(),
-                {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{}}}});
+  registry.add({.name = "dropout",
+                .fn =
+                    [](const auto& in) {
+                      Generator gen(5);
+                      return dropout(in[0], 0.3, true, gen);
+                    },
+                .make_inputs = real_inputs(),
+                .shape_sets = {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{}}},
+                .differs_from_pytorch = "its masks come from attograd's Generator, not PyTorch's RNG: the parity "
+                                        "suite checks p = 0, p = 1 and eval only"});
   registry.add({"dropout_p1",
                 [](const auto& in) {
                   Generator gen(5);

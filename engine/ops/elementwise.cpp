@@ -172,6 +172,16 @@ Tensor mul(const Tensor& a, double b) {
   return out;
 }
 
+Tensor div(double a, const Tensor& b) {
+  Tensor out = unary_kernel("div", b, [a](auto x) { return static_cast<decltype(x)>(a) / x; });
+  record(out, "RDivScalarBackward", {b}, {b}, [a](const BackwardContext& c) {
+    // out = a / b  →  db = -g * a / b²
+    const Tensor& b = c.saved[0];
+    return std::vector<Tensor>{neg(div(mul(c.grad, a), mul(b, b)))};
+  });
+  return out;
+}
+
 Tensor neg(const Tensor& x) {
   Tensor out = unary_kernel("neg", x, [](auto v) { return -v; });
   record(out, "NegBackward", {x}, {}, [](const BackwardContext& c) {
@@ -229,7 +239,8 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor clamp(const Tensor& x, double min, double max) {
-  AG_CHECK(!(min > max) && !std::isnan(min) && !std::isnan(max), "clamp: expected min <= max, got min={} max={}", min,
+  // min > max gives max everywhere (and no gradient), as in PyTorch.
+  AG_CHECK(!std::isnan(min) && !std::isnan(max), "clamp: expected bounds that are not NaN, got min={} max={}", min,
            max);
   Tensor out = unary_kernel("clamp", x, [min, max](auto v) {
     using T = decltype(v);
@@ -348,6 +359,7 @@ Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& x) { return neg(x); }
 
 void register_elementwise_ops(Registry& registry) {
@@ -376,6 +388,9 @@ void register_elementwise_ops(Registry& registry) {
   };
   unary("add_scalar", [](const Tensor& x) { return add(x, 1.5); });
   unary("mul_scalar", [](const Tensor& x) { return mul(x, -2.5); });
+  unary(
+      "rdiv_scalar", [](const Tensor& x) { return div(10.0, x); }, away_from_zero);
+  unary("rsub_scalar", [](const Tensor& x) { return 1.0 - x; });
   unary("neg", [](const Tensor& x) { return neg(x); });
   unary("pow", [](const Tensor& x) { return pow(x, 3.0); });
   unary(
@@ -387,8 +402,12 @@ void register_elementwise_ops(Registry& registry) {
       "sqrt", [](const Tensor& x) { return sqrt(x); }, positive);
   unary(
       "abs", [](const Tensor& x) { return abs(x); }, away_from_zero);
-  unary(
-      "clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }, Domain{.kinks = {-0.5, 0.7}});
+  registry.add({.name = "clamp",
+                .fn = [](const auto& in) { return clamp(in[0], -0.5, 0.7); },
+                .make_inputs = real_inputs(Domain{.kinks = {-0.5, 0.7}}),
+                .shape_sets = unary_shapes,
+                .differs_from_pytorch = "a NaN bound is an error (PyTorch returns NaN everywhere): a NaN bound is "
+                                        "a bug upstream, better named than spread"});
   unary(
       "relu", [](const Tensor& x) { return relu(x); }, away_from_zero);
   unary("gelu", [](const Tensor& x) { return gelu(x); });

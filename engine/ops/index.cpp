@@ -3,6 +3,7 @@
 // gradient of a gradient works. Indices are i64 and checked against the indexed size.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/kernels/parallel.h"
@@ -143,7 +144,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return index_gather("IndexSelectBackward", x, d, index, shape, -1, false);
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   AG_CHECK(weight.defined(), "embedding: the weight is undefined");
   AG_CHECK(weight.dim() == 2, "embedding: expected a 2-D weight (num_embeddings, embedding_dim), got shape {}",
            shape_str(weight.shape()));
@@ -151,14 +152,21 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
            dtype_name(weight.dtype()), shape_str(weight.shape()));
   check_index_dtype("embedding", indices);
   const int64_t rows = weight.shape()[0];
-  AG_CHECK(padding_idx < rows, "embedding: padding_idx {} is out of range for a weight of shape {} (expected < {})",
-           padding_idx, shape_str(weight.shape()), rows);
+  const int64_t pad = padding_index("embedding", padding_idx, rows);
   check_index_range("embedding", indices, rows, fmt::format("a weight of shape {}", shape_str(weight.shape())));
   Shape shape = indices.shape();  // indices.shape + (D)
   shape.push_back(weight.shape()[1]);
   // As in PyTorch, the padding row is read as it is (nn::Embedding keeps it at zero); only its
   // gradient is withheld.
-  return index_gather("EmbeddingBackward", weight, 0, indices, shape, padding_idx < 0 ? -1 : padding_idx, false);
+  return index_gather("EmbeddingBackward", weight, 0, indices, shape, pad, false);
+}
+
+int64_t padding_index(std::string_view op, std::optional<int64_t> padding_idx, int64_t rows) {
+  if (!padding_idx) return -1;
+  AG_CHECK(*padding_idx >= -rows && *padding_idx < rows,
+           "{}: padding_idx {} is out of range for {} rows; expected one in [-{}, {}) (negative counts from the end)",
+           op, *padding_idx, rows, rows, rows);
+  return *padding_idx < 0 ? *padding_idx + rows : *padding_idx;
 }
 
 void register_index_ops(Registry& registry) {

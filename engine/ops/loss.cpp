@@ -133,7 +133,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
       for (int64_t j = 1; j < classes; ++j) m = std::max(m, double(row[j]));
       double s = 0;
       for (int64_t j = 0; j < classes; ++j) s += std::exp(row[j] - m);
-      losses[r] = m + std::log(s) - row[pt[r]];  // -log_softmax(row)[target] = logsumexp(row) - row[target]
+      // -log_softmax(row)[target] = (max - row[target]) + log Σ: the difference first, as in
+      // log_softmax, so that huge logits ([1e300, 1e300, 0]) keep their log 2.
+      losses[r] = (m - row[pt[r]]) + std::log(s);
     });
     T* po = out.data<T>();
     if (reduction == Reduction::none) {

@@ -122,6 +122,15 @@ Tensor causal_mask(int64_t size) {
   return out;
 }
 
+Tensor logical_not(const Tensor& mask) {
+  check_mask("logical_not", "input", mask);
+  Tensor out = empty(mask.shape(), DType::b8);
+  const bool* pm = mask.data<bool>();
+  bool* po = out.data<bool>();
+  for (int64_t i = 0; i < mask.numel(); ++i) po[i] = !pm[i];
+  return out;
+}
+
 void register_mask_ops(Registry& registry) {
   // A random b8 tensor, about half true.
   auto random_mask = [](const Shape& shape, Generator& gen) { return gt(rand(shape, DType::f64, gen), 0.5); };

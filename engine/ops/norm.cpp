@@ -1,6 +1,8 @@
 // Normalisation: layer_norm over the trailing dims, as torch.nn.functional.layer_norm.
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <utility>
 
 #include "engine/autograd.h"
 #include "engine/kernels/dnnl_compat.h"
@@ -54,17 +56,38 @@ void layer_norm_reference(const Tensor& x, const Tensor& weight, const Tensor& b
   });
 }
 
-// oneDNN's (dx, dw, db), with dw and db in normalized_shape and the unwanted ones dropped.
-std::vector<Tensor> keep_needed(std::vector<Tensor> grads, const NeedsGrad& needs_grad, const Shape& normalized_shape) {
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (!needs_grad[i]) grads[i] = Tensor();
-    if (i > 0 && grads[i].defined()) grads[i] = reshape(grads[i], normalized_shape);
-  }
-  return grads;
+// dw = Σ_rows g ⊙ xhat and db = Σ_rows g, (cols) each, for f32 x and g of (rows, cols), summed in
+// double in row order (deterministic). oneDNN 2.6 sums them in f32, up to 6× behind PyTorch's
+// accuracy (tests/engine/parity_test.cpp). Parallel over blocks of columns.
+std::pair<Tensor, Tensor> affine_grads(const Tensor& x, const Tensor& g, const Tensor& mean, const Tensor& rstd,
+                                       int64_t rows, int64_t cols) {
+  Tensor dw = empty({cols}), db = empty({cols});
+  const float *px = x.data<float>(), *pg = g.data<float>(), *pm = mean.data<float>(), *pr = rstd.data<float>();
+  float *pw = dw.data<float>(), *pb = db.data<float>();
+  constexpr int64_t kBlock = 64;
+  parallel_for((cols + kBlock - 1) / kBlock, 3 * rows * kBlock, [&](int64_t block) {
+    const int64_t j0 = block * kBlock, j1 = std::min(cols, j0 + kBlock);
+    double sum_w[kBlock] = {}, sum_b[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const double m = pm[r], s = pr[r];
+      for (int64_t j = j0; j < j1; ++j) {
+        const double gv = pg[r * cols + j];
+        sum_w[j - j0] += gv * (px[r * cols + j] - m) * s;
+        sum_b[j - j0] += gv;
+      }
+    }
+    for (int64_t j = j0; j < j1; ++j)
+      pw[j] = static_cast<float>(sum_w[j - j0]), pb[j] = static_cast<float>(sum_b[j - j0]);
+  });
+  return {dw, db};
 }
 
 // Below this many elements the loops beat oneDNN's ~1 µs per call (tools/bench: BM_LayerNorm).
 constexpr int64_t kOneDnnLayerNormMin = 1;
+// oneDNN 2.6 sums a row's statistics in f32: past this many normalised elements it falls behind
+// PyTorch's f32 accuracy (7× at 1,240: tests/engine/parity_test.cpp), so longer rows take the
+// reference kernel, whose statistics are in double.
+constexpr int64_t kOneDnnLayerNormMaxCols = 512;
 
 // The (rows, cols) problem, its affine parts and eps: everything a layer_norm primitive depends on.
 struct NormProblem {
@@ -149,7 +172,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor rstd_t = empty(stat_shape, x.dtype());
   Tensor var_t;  // oneDNN's variance, kept for its backward
   const NormProblem problem{rows, cols, weight.defined(), bias.defined(), static_cast<float>(eps)};
-  if (x.dtype() == DType::f32 && x.numel() >= kOneDnnLayerNormMin) {
+  if (x.dtype() == DType::f32 && x.numel() >= kOneDnnLayerNormMin && cols <= kOneDnnLayerNormMaxCols) {
     var_t = empty(stat_shape);
     if (layer_norm_forward_onednn(problem, x, weight, bias, out, mean_t, var_t)) {
       rstd_t = pow(add(var_t, eps), -0.5);  // rstd = 1 / sqrt(var + eps), (rows) elements
@@ -166,10 +189,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            const Tensor& w = c.saved[1];
            Tensor mean_x = c.saved[2];
            Tensor rstd = c.saved[3];
-           std::vector<Tensor> fast;  // oneDNN's backward in one pass, when the forward ran there too
+           // When the forward ran on oneDNN: its dx in one pass, and dw, db from affine_grads.
+           std::vector<Tensor> fast;
            if (!grad_enabled() && c.saved[4].defined() &&
-               layer_norm_backward_onednn(problem, x, w, mean_x, c.saved[4], g, fast))
-             return keep_needed(std::move(fast), c.needs_grad, normalized_shape);
+               (!c.needs_grad[0] || layer_norm_backward_onednn(problem, x, w, mean_x, c.saved[4], g, fast))) {
+             const auto [dw, db] = affine_grads(x, g, mean_x, rstd, problem.rows, problem.cols);
+             return std::vector<Tensor>{c.needs_grad[0] ? fast[0] : Tensor(),
+                                        c.needs_grad[1] ? reshape(dw, normalized_shape) : Tensor(),
+                                        c.needs_grad[2] ? reshape(db, normalized_shape) : Tensor()};
+           }
            if (grad_enabled() && x.requires_grad()) {  // see Note [layer_norm backward and its statistics]
              mean_x = mean(x, dims, true);
              const Tensor centered = x - mean_x;

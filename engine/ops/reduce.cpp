@@ -160,9 +160,19 @@ Tensor mean_over(const Tensor& x, const ReducePlan& plan) {
   return out;
 }
 
-// Max (or min) over the plan's dims; the gradient goes to the first extreme element, marked
-// by a one-hot tensor of x's shape saved in the forward.
-Tensor extreme_over(std::string_view op, const Tensor& x, const ReducePlan& plan, bool is_max) {
+// Over the whole tensor the gradient is split evenly among the elements equal to the extreme
+// (NaNs, if it is NaN), as in PyTorch: each of them gets 1/count in `hot`.
+template <typename T>
+void split_among_ties(const T* px, int64_t n, T value, T* hot) {
+  auto tied = [&](T v) { return v == value || (std::isnan(v) && std::isnan(value)); };
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += tied(px[i]);
+  for (int64_t i = 0; i < n; ++i) hot[i] = tied(px[i]) ? T(1) / static_cast<T>(count) : T(0);
+}
+
+// Max (or min) over the plan's dims; the gradient goes to the first extreme element (or, with
+// split_ties, evenly to all of them), marked by a weight tensor of x's shape saved in the forward.
+Tensor extreme_over(std::string_view op, const Tensor& x, const ReducePlan& plan, bool is_max, bool split_ties) {
   AG_CHECK(plan.reduced_count > 0, "{}: cannot reduce an empty dimension (input shape {})", op, shape_str(x.shape()));
   Tensor out = empty(plan.out_shape, x.dtype());
   Tensor one_hot = zeros(x.shape(), x.dtype());
@@ -183,10 +193,11 @@ Tensor extreme_over(std::string_view op, const Tensor& x, const ReducePlan& plan
       po[o] = px[best[o]];
       hot[best[o]] = T(1);
     }
+    if (split_ties) split_among_ties(px, x.numel(), po[0], hot);
   });
   record(out, is_max ? "MaxBackward" : "MinBackward", {x}, {one_hot},
          [kept = plan.kept_shape, in = x.shape()](const BackwardContext& c) {
-           // out = max_dims x  →  dx = g at the arg-max, 0 elsewhere
+           // out = max_dims x  →  dx = g at the arg-max (shared among ties over all dims), 0 elsewhere
            return std::vector<Tensor>{mul(spread(c.grad, kept, in), c.saved[0])};
          });
   return out;
@@ -202,13 +213,13 @@ Tensor mean(const Tensor& x) { return mean_over(x, plan_reduce_all(x)); }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return mean_over(x, plan_reduce("mean", x, dims, keepdim));
 }
-Tensor max(const Tensor& x) { return extreme_over("max", x, plan_reduce_all(x), true); }
+Tensor max(const Tensor& x) { return extreme_over("max", x, plan_reduce_all(x), true, true); }
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
-  return extreme_over("max", x, plan_reduce("max", x, {dim}, keepdim), true);
+  return extreme_over("max", x, plan_reduce("max", x, {dim}, keepdim), true, false);
 }
-Tensor min(const Tensor& x) { return extreme_over("min", x, plan_reduce_all(x), false); }
+Tensor min(const Tensor& x) { return extreme_over("min", x, plan_reduce_all(x), false, true); }
 Tensor min(const Tensor& x, int64_t dim, bool keepdim) {
-  return extreme_over("min", x, plan_reduce("min", x, {dim}, keepdim), false);
+  return extreme_over("min", x, plan_reduce("min", x, {dim}, keepdim), false, false);
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {

@@ -353,8 +353,14 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   AG_CHECK(x.dim() > 0, "chunk: cannot chunk a 0-d tensor");
   AG_CHECK(chunks >= 1, "chunk: expected chunks >= 1, got {} (input {})", chunks, shape_str(x.shape()));
   const int64_t size = x.shape()[normalize_dim("chunk", dim, x.dim())];
-  // As in PyTorch: pieces of ceil(size / chunks), so there may be fewer than `chunks`.
-  return split(x, std::max<int64_t>(1, (size + chunks - 1) / chunks), dim);
+  // As in PyTorch: pieces of ceil(size / chunks), so there may be fewer than `chunks`; an empty
+  // dim gives `chunks` empty pieces.
+  if (size == 0) {
+    std::vector<Tensor> pieces;
+    for (int64_t k = 0; k < chunks; ++k) pieces.push_back(narrow(x, dim, 0, 0));
+    return pieces;
+  }
+  return split(x, (size + chunks - 1) / chunks, dim);
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {

@@ -55,8 +55,9 @@ Tensor softmax_kernel(std::string_view op, const Tensor& x, const RowPlan& p, bo
       T* y = po + base;
       T max = -std::numeric_limits<T>::infinity();
       for (int64_t k = 0; k < size; ++k) max = std::max(max, in[k * inner]);
-      // A NaN anywhere makes the row NaN, as in PyTorch (std::max above skips NaN).
-      T total = 0;
+      // A NaN anywhere makes the row NaN, as in PyTorch (std::max above skips NaN). Σ is summed in
+      // double: in f32 its rounding would cost log_softmax ~1e-5 relative where log y is small.
+      double total = 0;
       for (int64_t k = 0; k < size; ++k) {
         const T e = std::exp(in[k * inner] - max);  // all -inf row: exp(-inf + inf) = NaN
         if (!log) y[k * inner] = e;
@@ -64,10 +65,10 @@ Tensor softmax_kernel(std::string_view op, const Tensor& x, const RowPlan& p, bo
       }
       if (log) {
         // (x - max) first: subtracting max + log Σ in one go would round at max's magnitude.
-        const T log_total = std::log(total);
-        for (int64_t k = 0; k < size; ++k) y[k * inner] = (in[k * inner] - max) - log_total;
+        const double log_total = std::log(total);
+        for (int64_t k = 0; k < size; ++k) y[k * inner] = static_cast<T>((in[k * inner] - max) - log_total);
       } else {
-        const T scale = T(1) / total;
+        const T scale = static_cast<T>(1 / total);
         for (int64_t k = 0; k < size; ++k) y[k * inner] *= scale;
       }
     });
@@ -79,21 +80,23 @@ Tensor softmax_kernel(std::string_view op, const Tensor& x, const RowPlan& p, bo
 // double a tiny softmax's time (tools/bench: BM_SoftmaxForward; tools/bench/README.md).
 constexpr int64_t kOneDnnSoftmaxMin = 256;
 
-// y = softmax(x) (or log_softmax) on oneDNN; false if oneDNN does not take it (or only as ref:any).
-bool softmax_onednn(const Tensor& x, Tensor& y, const RowPlan& p, bool log) {
+// y = softmax(x) on oneDNN; false if oneDNN does not take it (or only as ref:any).
+bool softmax_onednn(const Tensor& x, Tensor& y, const RowPlan& p) {
   const onednn::Dims dims{p.outer, p.size, p.inner};
-  const auto op = log ? onednn::Op::log_softmax : onednn::Op::softmax;
-  onednn::Primitive* primitive = onednn::cached({static_cast<int64_t>(op), p.outer, p.size, p.inner}, x.numel(),
-                                                [&] { return onednn::make_softmax(onednn::f32_desc(dims), 1, log); });
+  onednn::Primitive* primitive =
+      onednn::cached({static_cast<int64_t>(onednn::Op::softmax), p.outer, p.size, p.inner}, x.numel(),
+                     [&] { return onednn::make_softmax(onednn::f32_desc(dims), 1); });
   if (primitive == nullptr) return false;
   onednn::execute(*primitive, {{DNNL_ARG_SRC, x.data<float>()}, {DNNL_ARG_DST, y.data<float>()}});
   return true;
 }
 
+// log_softmax never runs on oneDNN: its logsoftmax subtracts max + log Σ in one step, ~800×
+// less accurate than PyTorch f32 for the most probable class (tests/engine/parity_test.cpp).
 Tensor run_softmax(std::string_view op, const Tensor& x, const RowPlan& p, bool log) {
-  if (x.dtype() == DType::f32 && x.numel() >= kOneDnnSoftmaxMin) {
+  if (!log && x.dtype() == DType::f32 && x.numel() >= kOneDnnSoftmaxMin) {
     Tensor y = empty(x.shape(), x.dtype());
-    if (softmax_onednn(x, y, p, log)) return y;
+    if (softmax_onednn(x, y, p)) return y;
   }
   return softmax_kernel(op, x, p, log);
 }

@@ -59,7 +59,12 @@ Tensor composed(const Inputs& in, const Masks& m, Generator& gen) {
 }
 
 Tensor fused(const Inputs& in, const Masks& m, Generator& gen) {
-  return scaled_dot_product_attention(in.q, in.k, in.v, in.attn_mask, in.padding, m.causal, m.dropout_p, false, gen)
+  // in.attn_mask, when b8, is true where masked (as masked_fill); sdpa's is true where the key takes part.
+  const Tensor attn_mask = m.bool_mask ? logical_not(in.attn_mask) : in.attn_mask;
+  return scaled_dot_product_attention(
+             in.q, in.k, in.v,
+             {.attn_mask = attn_mask, .key_padding_mask = in.padding, .is_causal = m.causal, .dropout_p = m.dropout_p},
+             gen)
       .output;
 }
 
@@ -116,7 +121,7 @@ TEST(Attention, EqualsTheCompositionInF32AtTinyAndLargeSizes) {
 
 TEST(Attention, ReturnsTheWeightsOnRequest) {
   const Inputs in = make_inputs(2, 2, 4, 4, 3, 3, {.causal = true}, DType::f64);
-  const Attention a = scaled_dot_product_attention(in.q, in.k, in.v, {}, {}, true, 0, true);
+  const Attention a = scaled_dot_product_attention(in.q, in.k, in.v, {.is_causal = true, .need_weights = true});
   ASSERT_EQ(a.weights.shape(), Shape({2, 2, 4, 4}));
   EXPECT_EQ(a.weights.at({1, 1, 0, 3}), 0.0);  // a future key: weight exactly 0
   EXPECT_NEAR(sum(a.weights, {3}).to_vector()[5], 1.0, 1e-12);
@@ -157,15 +162,15 @@ TEST(Attention, ErrorsNameTheProblem) {
   expect_error([&] { scaled_dot_product_attention(q, zeros({2, 3, 6, 4}), v); }, {"(2,3,4,5)", "(2,3,6,4)"});
   expect_error(
       [&] {
-        scaled_dot_product_attention(q, k, v, zeros({4, 5}, DType::b8));
+        scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({4, 5}, DType::b8)});
       },
       {"attn_mask", "(4,5)", "(2,3,4,6)"});
   expect_error(
       [&] {
-        scaled_dot_product_attention(q, k, v, {}, zeros({2, 4}, DType::b8));
+        scaled_dot_product_attention(q, k, v, {.key_padding_mask = zeros({2, 4}, DType::b8)});
       },
       {"key_padding_mask", "(2,6)", "(2,4)"});
-  expect_error([&] { scaled_dot_product_attention(q, k, v, {}, {}, false, 1.0); }, {"dropout_p", "[0, 1)"});
+  expect_error([&] { scaled_dot_product_attention(q, k, v, {.dropout_p = 1.5}); }, {"dropout_p", "[0, 1]"});
   expect_error([&] { scaled_dot_product_attention(q, k, zeros({2, 3, 6, 7}, DType::f64)); }, {"dtypes differ"});
 }
 

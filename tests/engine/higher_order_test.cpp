@@ -188,7 +188,7 @@ TEST(HessianVectorProduct, CausalAttentionLossMatchesFiniteDifferences) {
   Generator gen(7);
   // f(q, k, v) = Σ attention(q, k, v)², causal, through the fused op's double backward.
   auto loss = [](const std::vector<Tensor>& p) {
-    const Tensor out = scaled_dot_product_attention(p[0], p[1], p[2], {}, {}, /*is_causal=*/true).output;
+    const Tensor out = scaled_dot_product_attention(p[0], p[1], p[2], {.is_causal = true}).output;
     return sum(mul(out, out));
   };
   expect_hvp_matches_finite_differences(

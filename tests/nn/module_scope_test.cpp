@@ -80,7 +80,7 @@ TEST(ModuleScope, Seed004EncoderDecoderNamesEveryHeadAsItsStateDictDoes) {
   std::multiset<std::string> heads;
   for (const char* block : {"encoder.self_attn_heads", "decoder.self_attn_heads", "decoder.cross_attn_heads"})
     for (int h = 0; h < 3; ++h) heads.insert(fmt::format("{}.attn_heads.{}", block, h));
-  EXPECT_EQ(scopes_of(loss, "softmax"), heads);
+  EXPECT_EQ(scopes_of(loss, "scaled_dot_product_attention"), heads);
   EXPECT_EQ(scopes_of(loss, "relu"), (std::multiset<std::string>{"encoder.ffn.1", "decoder.ffn.1"}));
   // init_keys runs the key projections outside forward: they still carry their full path.
   EXPECT_EQ(scopes_of(loss, "matmul").count("decoder.cross_attn_heads.attn_heads.1.linear_key"), 1u);

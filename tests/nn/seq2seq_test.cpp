@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/autograd.h"
 #include "nn/transformer.h"
 #include "tests/test_util.h"
@@ -77,6 +79,21 @@ TEST(Seq2SeqProperties, Seed004HiddenSourcePointsChangeNoPrediction) {
   changed.set({0, 0, 0}, 5.0);
   changed.set({0, 0, 1}, -7.0);
   EXPECT_EQ(model(changed, source_mask).to_vector(), out.to_vector());
+}
+
+// Note [fully masked rows]: seed 004's heads take MaskedRows::zero, so a query that sees no key
+// gets zero weights and a zero context (the seed's -1e9 fill gave uniform weights), and no NaN.
+TEST(Seq2SeqProperties, Seed004AQueryWithEveryKeyHiddenGetsZeros) {
+  Generator gen(4);
+  seed004::Attention attention(3, 2, false, gen);
+  const Tensor keys = randn({2, 4, 2}, DType::f32, gen);
+  attention.init_keys(keys);
+  Tensor hidden = zeros({2, 1, 4}, DType::b8);  // (N, 1, L): sequence 1 hides every key
+  for (int64_t j = 0; j < 4; ++j) hidden.set({1, 0, j}, 1);
+  const Tensor out = attention(randn({2, 3, 2}, DType::f32, gen), hidden);  // (N, T, 2): values are the keys
+  for (double v : positions_of(out, 1, 0, 3)) EXPECT_EQ(v, 0.0);
+  for (double w : slice(attention.alphas(), 0, 1, 2).to_vector()) EXPECT_EQ(w, 0.0);
+  for (double v : positions_of(out, 0, 0, 3)) EXPECT_TRUE(std::isfinite(v));
 }
 
 Transformer small_transformer(Generator& gen) {

@@ -8,11 +8,11 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 # Text: a numbered list; seed 004's decoder has three heads in each of its two attention blocks,
-# each with one softmax.
-check "text exits 0" 0 "softmax" -- "$attograd" graph squares --model selfattn --format text
+# each one fused scaled_dot_product_attention.
+check "text exits 0" 0 "scaled_dot_product_attention" -- "$attograd" graph squares --model selfattn --format text
 text="$("$attograd" graph squares --model selfattn --format text 2>/dev/null)"
-expect "text lists softmax in a decoder scope" grep -qE '^%[0-9]+ = softmax\(%[0-9]+\) .* decoder\.' <<<"$text"
-expect "six decoder softmaxes" test "$(grep -cE '= softmax\(.* decoder\.(self|cross)_attn_heads\.attn_heads\.[0-2]$' <<<"$text")" -eq 6
+expect "text lists attention in a decoder scope" grep -qE '^%[0-9]+ = scaled_dot_product_attention\(%[0-9]+, %[0-9]+, %[0-9]+\) .* decoder\.' <<<"$text"
+expect "six decoder attentions" test "$(grep -cE '= scaled_dot_product_attention\(.* decoder\.(self|cross)_attn_heads\.attn_heads\.[0-2]$' <<<"$text")" -eq 6
 expect "lines numbered from %0 in order" awk '{ if ($1 != "%" NR - 1) exit 1 }' <<<"$text"
 expect "the loss is the last node" grep -qE '^%[0-9]+ = mse_loss\(' <(tail -n 1 <<<"$text")
 
@@ -52,7 +52,7 @@ check "sentiment trace" 0 "backward summary" -- "$attograd" graph sentiment --fo
 # module where a diverging run (lr 1e30) first makes a NaN/Inf, where the trainer alone says only
 # that the loss is not finite.
 check "train --trace-backward" 0 "backward summary" -- "$attograd" train squares --epochs 1 --quiet --out "$tmp/trace" --trace-backward
-check "train --detect-anomaly names op and scope" 1 "anomaly detected in forward: matmul in module scope encoder." -- "$attograd" train squares --epochs 3 --lr 1e30 --quiet --out "$tmp/diverge" --detect-anomaly
+check "train --detect-anomaly names op and scope" 1 "anomaly detected in forward: scaled_dot_product_attention in module scope encoder." -- "$attograd" train squares --epochs 3 --lr 1e30 --quiet --out "$tmp/diverge" --detect-anomaly
 check "train --detect-anomaly on a healthy run" 0 "validation MSE" -- "$attograd" train squares --model transformer --epochs 1 --quiet --out "$tmp/healthy" --detect-anomaly
 
 echo "$failures failed"
