@@ -71,8 +71,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* cached_keys, Tensor
       *cached_values = v;
     }
     const double p = is_training() ? dropout : 0.0;
-    const Tensor y = scaled_dot_product_attention(q, k, v, {}, {}, causal, p).output;  // (B, nh, T, hs)
-    const Tensor merged = reshape(transpose(y, 1, 2), {B, T, C});                      // (B, T, C)
+    const Tensor y =
+        scaled_dot_product_attention(q, k, v, {.is_causal = causal, .dropout_p = p}).output;  // (B, nh, T, hs)
+    const Tensor merged = reshape(transpose(y, 1, 2), {B, T, C});                             // (B, T, C)
     return ag::dropout((*c_proj)(merged), dropout, is_training());
   });
 }
@@ -109,8 +110,8 @@ GPT::GPT(const GPTConfig& config_, Generator& gen) : config(config_) {
            config.n_head);
   AG_CHECK(config.dropout >= 0 && config.dropout < 1, "GPT: dropout must be in [0, 1), got {}", config.dropout);
   auto transformer = register_module("transformer", std::make_shared<ModuleDict>());
-  wte = transformer->add("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd, -1, gen));
-  wpe = transformer->add("wpe", std::make_shared<Embedding>(config.block_size, config.n_embd, -1, gen));
+  wte = transformer->add("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd, std::nullopt, gen));
+  wpe = transformer->add("wpe", std::make_shared<Embedding>(config.block_size, config.n_embd, std::nullopt, gen));
   init_normal(wte->weight, 0.02, gen);
   init_normal(wpe->weight, 0.02, gen);
   h = transformer->add("h", std::make_shared<ModuleList<Block>>());
