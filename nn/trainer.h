@@ -1,5 +1,5 @@
 // Trainer: epochs over seeded-shuffled batches, evaluation after each epoch, metrics.csv, a
-// progress bar, checkpoints (last and best by validation loss) and resume.
+// progress bar, checkpoints (last, and best by a metric the task chooses) and resume.
 #pragma once
 
 #include <map>
@@ -13,6 +13,14 @@
 
 namespace ag::nn {
 
+// Which epoch best.safetensors holds: the one with the lowest (or highest) value of one of the
+// task's metrics, the earliest on ties. An epoch without that metric (no validation set) is
+// ranked by its train loss instead, lowest best.
+struct BestEpochRule {
+  std::string metric = "val_loss";
+  bool higher_is_better = false;
+};
+
 // What the Trainer asks of a task. The Trainer sets train/eval mode and grad mode around calls.
 class TrainTask {
  public:
@@ -22,6 +30,7 @@ class TrainTask {
   virtual Tensor loss(const std::vector<int64_t>& batch) = 0;
   // Metrics after an epoch (model in eval mode, no grad): "val_loss" if there is a validation set.
   virtual std::map<std::string, double> evaluate() = 0;
+  virtual BestEpochRule best_epoch_rule() const { return {}; }
 };
 
 struct TrainerOptions {
@@ -70,6 +79,7 @@ class Trainer {
   TrainingInterrupted interrupted(int64_t epoch, int64_t step) const;
   void save_epoch(const EpochRecord& record, bool best);
   void write_metrics() const;
+  double score(const EpochRecord& record) const;  // higher is better
 
   Module& model_;
   Optimizer& optimizer_;
@@ -77,7 +87,7 @@ class Trainer {
   TrainerOptions options_;
   Generator shuffle_;
   std::vector<EpochRecord> history_;
-  double best_val_loss_;
+  double best_score_;
 };
 
 // Installs a SIGINT handler that asks a running Trainer to stop after its current step.
