@@ -62,7 +62,7 @@ Tensor as_heads(const Tensor& x) {
 
 bool has_nan(const Tensor& t) {
   const float* data = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i)
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
     if (std::isnan(data[i])) return true;
   return false;
 }
