@@ -64,6 +64,11 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
   return examples;
 }
 
+int64_t count_from(const std::vector<Example>& examples, const std::string& source) {
+  return std::count_if(examples.begin(), examples.end(),
+                       [&](const Example& e) { return source.empty() || e.source == source; });
+}
+
 std::string read_data_file(const std::string& path) {
   AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a data file", path);
   // Before opening: reading a FIFO or a device could block or never end.

@@ -21,6 +21,9 @@ struct Example {
 // without newlines) is an error instead of a multi-gigabyte attention matrix.
 inline constexpr size_t kMaxWords = 1000;
 
+// How many of the examples come from `source` ("" counts them all).
+int64_t count_from(const std::vector<Example>& examples, const std::string& source);
+
 // The bytes of a data file; an error naming it if it is missing, a directory, not a regular file
 // or unreadable.
 std::string read_data_file(const std::string& path);

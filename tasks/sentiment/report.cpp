@@ -40,11 +40,6 @@ bool predicted_positive(const Predictions& p, size_t i) { return p.probabilities
 
 bool right(const Predictions& p, size_t i) { return predicted_positive(p, i) == (p.examples[i].label == 1); }
 
-int64_t count_of(const Predictions& p, const std::string& source) {
-  return std::count_if(p.examples.begin(), p.examples.end(),
-                       [&](const Example& e) { return source.empty() || e.source == source; });
-}
-
 std::string percent(double share) { return std::isnan(share) ? "–" : fmt::format("{:.2f}%", 100 * share); }
 
 }  // namespace
@@ -53,7 +48,8 @@ double accuracy(const Predictions& predictions, const std::string& source) {
   int64_t correct = 0;
   for (size_t i = 0; i < predictions.examples.size(); ++i)
     correct += (source.empty() || predictions.examples[i].source == source) && right(predictions, i);
-  return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, count_of(predictions, source)));
+  return static_cast<double>(correct) /
+         static_cast<double>(std::max<int64_t>(1, count_from(predictions.examples, source)));
 }
 
 void print_report(const Predictions& predictions, const std::string& split_name) {
@@ -63,7 +59,8 @@ void print_report(const Predictions& predictions, const std::string& split_name)
   for (const Reference& r : kReferences) fmt::print("  {:>26}", r.name);
   fmt::print("\n");
   for (const std::string& source : groups()) {
-    const std::string name = fmt::format("{} ({})", source.empty() ? "overall" : source, count_of(predictions, source));
+    const std::string name =
+        fmt::format("{} ({})", source.empty() ? "overall" : source, count_from(predictions.examples, source));
     fmt::print("  {:<16} {:>9}", name, percent(accuracy(predictions, source)));
     for (const Reference& r : kReferences) fmt::print("  {:>26}", percent(r.on(source)));
     fmt::print("\n");
@@ -131,7 +128,7 @@ std::string accuracy_bars(const Predictions& predictions) {
     }
     const std::string label = names[g].empty() ? "overall" : names[g];
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{} ({} sentences)</text>\n", centre,
-                       kBarsTop + kBarsHeight + 18, label, count_of(predictions, names[g]));
+                       kBarsTop + kBarsHeight + 18, label, count_from(predictions.examples, names[g]));
   }
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", kLeft,
                      kBarsTop, kWidth - 20 - kLeft, kBarsHeight);

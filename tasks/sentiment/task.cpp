@@ -385,15 +385,11 @@ void print_uci_data(const TrainingData& data) {
   fmt::print("UCI sentiment sentences: dropped records with an empty text or no class 0/1: {}\n", dropped);
   fmt::print("hash split (FNV-1a 64 of the text % 10: 0 test, 1 validation, else train):\n");
   fmt::print("  {:<8} {:>6} {:>6} {:>6}\n", "source", "train", "val", "test");
-  const auto count = [](const std::vector<Example>& examples, const std::string& source) {
-    return std::count_if(examples.begin(), examples.end(),
-                         [&](const Example& e) { return source.empty() || e.source == source; });
-  };
   std::vector<std::string> sources(uci::kSources.begin(), uci::kSources.end());
   sources.push_back("");
   for (const std::string& source : sources)
-    fmt::print("  {:<8} {:>6} {:>6} {:>6}\n", source.empty() ? "total" : source, count(data.train, source),
-               count(data.validation, source), count(data.test, source));
+    fmt::print("  {:<8} {:>6} {:>6} {:>6}\n", source.empty() ? "total" : source, count_from(data.train, source),
+               count_from(data.validation, source), count_from(data.test, source));
   fmt::print(
       "vocabulary: {} training words + <pad> <unk>; <unk> is {:.1f}% of validation words, {:.1f}% of test words\n",
       data.vocab.size() - 2, 100 * unknown_share(data.validation, data.vocab),
