@@ -35,6 +35,11 @@ check "eval on test prints the training report's accuracy" 0 "$test_line" -- "$a
 check "predict --explain on a real review" 0 "positive" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" "I've dropped my phone more times than I can say, even on concrete and my phone is still great." --explain "$work/explain.svg"
 expect "the heatmap marks unknown words" grep -q "(unk)" "$work/explain.svg"
 
+# Resume: 2 epochs, then on to 3, give the 3-epoch run's metrics bit for bit.
+"$attograd" --threads 2 train sentiment --dataset uci --epochs 2 --out "$work/resumed" --quiet >/dev/null 2>&1
+check "resume to 3 epochs" 0 "best epoch" -- "$attograd" --threads 2 train sentiment --dataset uci --epochs 3 --out "$work/resumed" --resume "$work/resumed" --quiet
+expect "resumed run equals the uninterrupted one" cmp -s "$out/metrics.csv" "$work/resumed/metrics.csv"
+
 # Bad corpus files: exit 1, naming the file; nothing written.
 bad="$work/bad"
 corpus="$work/corpus/uci-sentiment"
