@@ -66,7 +66,8 @@ void take_uci_defaults(CLI::App* app, sentiment::SentimentOptions& options) {
 
 Command add_train_sentiment(CLI::App* train) {
   auto options = std::make_shared<sentiment::SentimentOptions>();
-  CLI::App* app = train->add_subcommand("sentiment", "Seed 002's sentiment classifier (50 sentences by default)");
+  CLI::App* app = train->add_subcommand(
+      "sentiment", "Seed 002's sentiment classifier: its 50 sentences, or UCI's 3,000 reviews (--dataset uci)");
   add_training_flags(app, options->training, "AdamW learning rate");
   CLI::Option* dataset =
       app->add_option("--dataset", options->dataset,
