@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/hash.h"
+
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
 namespace ag {
@@ -54,16 +56,10 @@ std::string read_whole_file(const std::string& path) {
 
 constexpr const char* kChecksumKey = "attograd_checksum";
 
-// FNV-1a, 64 bits: small, and any single flipped bit changes it.
-uint64_t fnv1a(std::string_view bytes, uint64_t hash = 0xcbf29ce484222325ULL) {
-  for (char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  return hash;
-}
-
 // Covers the header as canonical JSON (sorted keys, no padding, without the checksum itself) and
 // the data section, so a damaged shape or metadata value is caught as well as damaged data.
 std::string checksum(const nlohmann::json& header_without_checksum, std::string_view data) {
-  return fmt::format("fnv1a64:{:016x}", fnv1a(data, fnv1a(header_without_checksum.dump())));
+  return fmt::format("fnv1a64:{:016x}", fnv1a64(data, fnv1a64(header_without_checksum.dump())));
 }
 
 // Compares the stored checksum, if the writer left one, with the file's content. Returns whether

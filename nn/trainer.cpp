@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -103,7 +104,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOp
       task_(task),
       options_(std::move(options)),
       shuffle_(options_.seed),
-      best_val_loss_(INFINITY) {
+      best_score_(-INFINITY) {
   AG_CHECK(options_.epochs >= 1, "trainer: epochs must be at least 1, got {}", options_.epochs);
   AG_CHECK(options_.batch_size >= 1, "trainer: batch size must be at least 1, got {}", options_.batch_size);
   AG_CHECK(task_.train_size() >= 1, "trainer: the training set is empty");
@@ -118,14 +119,14 @@ void Trainer::resume(const std::string& last_checkpoint) {
   check_same_run_kind(last_checkpoint, read_checkpoint(last_checkpoint));
   const Checkpoint checkpoint = load(last_checkpoint, model_, &optimizer_);
   const auto& meta = checkpoint.metadata;
-  for (const char* key : {"history", "shuffle_rng", "default_rng", "best_val_loss"})
+  for (const char* key : {"history", "shuffle_rng", "default_rng"})
     AG_CHECK(meta.count(key), "{}: not a training checkpoint (no '{}' in its metadata)", last_checkpoint, key);
   try {
     history_ = history_from_json(meta.at("history"));
-    best_val_loss_ = std::stod(meta.at("best_val_loss"));
-  } catch (const std::exception& e) {  // json's or stod's: name the file, not the parser
+  } catch (const std::exception& e) {  // json's: name the file, not the parser
     fail("{}: the training history in its metadata is malformed: {}", last_checkpoint, e.what());
   }
+  for (const EpochRecord& record : history_) best_score_ = std::max(best_score_, score(record));
   decode_generator(meta.at("shuffle_rng"), shuffle_);
   decode_generator(meta.at("default_rng"), default_generator());
   if (meta.count("epoch_step")) {  // saved in the middle of an epoch (a signal)
@@ -263,15 +264,21 @@ void Trainer::write_metrics() const {
   write_file_atomically(options_.out_dir + "/metrics.csv", csv);
 }
 
+double Trainer::score(const EpochRecord& record) const {
+  const BestEpochRule rule = task_.best_epoch_rule();
+  const auto it = record.metrics.find(rule.metric);
+  if (it == record.metrics.end()) return -record.train_loss;
+  return rule.higher_is_better ? it->second : -it->second;
+}
+
 // What a resume needs besides the tensors: the history, the RNG states as they were when the
-// current epoch began (shuffle) and are now (dropout), the best validation loss.
+// current epoch began (shuffle) and are now (dropout). The best score is recomputed from the history.
 std::map<std::string, std::string> Trainer::checkpoint_metadata() const {
   std::map<std::string, std::string> meta = options_.checkpoint_metadata;
   meta["epoch"] = std::to_string(history_.empty() ? 0 : history_.back().epoch);
   meta["history"] = to_json(history_).dump();
   meta["shuffle_rng"] = encode_generator(epoch_start_shuffle_);
   meta["default_rng"] = encode_generator(default_generator().state());
-  meta["best_val_loss"] = fmt::format("{:.17g}", best_val_loss_);
   return meta;
 }
 
@@ -316,9 +323,8 @@ std::vector<EpochRecord> Trainer::run_epochs() {
       record.metrics["iter"] = static_cast<double>((epoch - 1) * options_.steps_per_epoch + steps_in_epoch(epoch));
       record.metrics["lr"] = optimizer_.lr();
     }
-    const double val = record.metrics.count("val_loss") ? record.metrics.at("val_loss") : record.train_loss;
-    const bool best = val < best_val_loss_;
-    if (best) best_val_loss_ = val;
+    const bool best = score(record) > best_score_;  // strictly: the earliest epoch wins a tie
+    if (best) best_score_ = score(record);
     history_.push_back(record);
     if (!options_.out_dir.empty()) save_epoch(record, best);
   }

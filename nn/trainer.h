@@ -1,5 +1,5 @@
 // Trainer: epochs over seeded-shuffled batches, evaluation after each epoch, metrics.csv, a
-// progress bar, checkpoints (last and best by validation loss) and resume.
+// progress bar, checkpoints (last, and best by a metric the task chooses) and resume.
 #pragma once
 
 #include <functional>
@@ -14,6 +14,14 @@
 
 namespace ag::nn {
 
+// Which epoch best.safetensors holds: the one with the lowest (or highest) value of one of the
+// task's metrics, the earliest on ties. An epoch without that metric (no validation set) is
+// ranked by its train loss instead, lowest best.
+struct BestEpochRule {
+  std::string metric = "val_loss";
+  bool higher_is_better = false;
+};
+
 // What the Trainer asks of a task. The Trainer sets train/eval mode and grad mode around calls.
 class TrainTask {
  public:
@@ -23,6 +31,7 @@ class TrainTask {
   virtual Tensor loss(const std::vector<int64_t>& batch) = 0;
   // Metrics after an epoch (model in eval mode, no grad): "val_loss" if there is a validation set.
   virtual std::map<std::string, double> evaluate() = 0;
+  virtual BestEpochRule best_epoch_rule() const { return {}; }
 };
 
 struct TrainerOptions {
@@ -89,6 +98,7 @@ class Trainer {
   std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);
   void write_metrics() const;
+  double score(const EpochRecord& record) const;  // higher is better
 
   Module& model_;
   Optimizer& optimizer_;
@@ -97,11 +107,10 @@ class Trainer {
   Generator shuffle_;  // the batches' draws; checkpointed as it was when the current epoch began
   Generator::State epoch_start_shuffle_{};
   std::vector<EpochRecord> history_;
-  double best_val_loss_;
+  double best_score_;
   int64_t resume_step_ = 0;  // steps of the current epoch a mid-epoch checkpoint had done
   double resume_loss_sum_ = 0;
-  int64_t steps_done_ = 0;  // in this epoch, and their summed loss, for a mid-epoch checkpoint
-  double loss_sum_ = 0;
+  double loss_sum_ = 0;  // of the current epoch's steps so far
   std::vector<double> step_seconds_;
 };
 

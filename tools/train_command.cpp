@@ -55,15 +55,36 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
   return lr;
 }
 
+// Flags of `train sentiment` not given take --dataset uci's defaults when it is chosen.
+void take_uci_defaults(CLI::App* app, sentiment::SentimentOptions& options) {
+  const sentiment::SentimentOptions uci = sentiment::uci_defaults();
+  const auto given = [&](const char* flag) { return app->get_option(flag)->count() > 0; };
+  if (!given("--epochs")) options.training.epochs = uci.training.epochs;
+  if (!given("--lr")) options.training.lr = uci.training.lr;
+  if (!given("--batch-size")) options.training.batch_size = uci.training.batch_size;
+  if (!given("--out")) options.training.out = uci.training.out;
+  if (!given("--dim")) options.dim = uci.dim;
+  if (!given("--weight-decay")) options.weight_decay = uci.weight_decay;
+}
+
 Command add_train_sentiment(CLI::App* train) {
   auto options = std::make_shared<sentiment::SentimentOptions>();
-  CLI::App* app = train->add_subcommand("sentiment", "Seed 002's sentiment classifier (50 sentences by default)");
+  CLI::App* app = train->add_subcommand(
+      "sentiment", "Seed 002's sentiment classifier: its 50 sentences, or UCI's 3,000 reviews (--dataset uci)");
   add_training_flags(app, options->training, "AdamW learning rate");
+  CLI::Option* dataset =
+      app->add_option("--dataset", options->dataset,
+                      "seed: seed 002's 50 sentences; uci: UCI's 3,000 Amazon, IMDB and Yelp review sentences (hash "
+                      "split; its defaults: --epochs 20 --lr 0.001 --batch-size 32 --dim 64 --weight-decay 0.01 "
+                      "--out runs/sentiment-uci)")
+          ->check(CLI::IsMember({"seed", "uci"}))
+          ->capture_default_str();
   app->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app->add_option("--data", options->data, "Training data: label<TAB>text lines (default: seed 002's)")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->excludes(dataset);
   app->add_option("--val-fraction", options->val_fraction, "Share of --data held out for validation")
       ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
@@ -74,7 +95,15 @@ Command add_train_sentiment(CLI::App* train) {
                   "0: SelfAttention; N: seed 003's MultiHeadAttention (causal) with N heads dividing --dim")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}))
       ->capture_default_str();
-  return {app, [options] {
+  app->add_option("--dropout", options->dropout, "Dropout on the embeddings while training")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  app->add_option("--min-count", options->min_count,
+                  "Times a word must occur in the training sentences to enter the vocabulary")
+      ->check(kCount)
+      ->capture_default_str();
+  return {app, [app, options] {
+            if (options->dataset == "uci") take_uci_defaults(app, *options);
             nn::stop_training_on_signals();
             return sentiment::train(*options);
           }};
@@ -218,8 +247,18 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
   CLI::App* sentiment = eval->add_subcommand("sentiment", "Accuracy and BCE loss on labelled sentences");
   sentiment->add_option("--checkpoint", sentiment_options->checkpoint, "A checkpoint written by `train sentiment`")
       ->required();
+  CLI::Option* dataset =
+      sentiment
+          ->add_option("--dataset", sentiment_options->dataset,
+                       "seed: seed 002's test sentences; uci: a split of UCI's review sentences, with the report")
+          ->check(CLI::IsMember({"seed", "uci"}))
+          ->capture_default_str();
+  sentiment->add_option("--split", sentiment_options->split, "--dataset uci: the split to evaluate")
+      ->check(CLI::IsMember({"train", "val", "test"}))
+      ->capture_default_str();
   sentiment->add_option("--data", sentiment_options->data, "label<TAB>text lines (default: seed 002's test sentences)")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->excludes(dataset);
 
   auto squares_options = std::make_shared<squares::EvalOptions>();
   CLI::App* squares = eval->add_subcommand("squares", "MSE of the predicted last two corners on fresh squares");

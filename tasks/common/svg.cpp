@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace ag::plot {
 
@@ -47,6 +48,24 @@ std::string escape(const std::string& text) {
     }
   }
   return out;
+}
+
+std::vector<std::string> wrap(const std::string& text, size_t width) {
+  const auto characters = [](const std::string& s) {
+    return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  };
+  std::vector<std::string> lines;
+  std::string line, word;
+  std::istringstream words(text);
+  while (words >> word) {
+    if (!line.empty() && characters(line) + 1 + characters(word) > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
 }
 
 std::vector<double> ticks(double low, double high, int approximate_count) {
@@ -122,13 +141,24 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
 
 std::string heatmap(const std::string& title, const std::vector<std::string>& row_labels,
                     const std::vector<std::string>& column_labels, const std::vector<double>& values) {
-  const double cell = 44, left = 130, top = 130;
-  const double grid_width = left + cell * column_labels.size() + 20;
-  const double width = std::max(grid_width, 40 + 7.5 * static_cast<double>(title.size()));  // room for the title
+  // Room for the longest labels (about 7 px per character; column labels run at 45°) and for the
+  // title, wrapped to the grid's width.
+  const auto longest = [](const std::vector<std::string>& labels) {
+    size_t n = 0;
+    for (const std::string& label : labels) n = std::max(n, label.size());
+    return static_cast<double>(n);
+  };
+  const double cell = 44, left = std::max(130.0, 24 + 7 * longest(row_labels));
+  const double grid_width = left + cell * column_labels.size() + 20 + 5 * longest(column_labels);
+  const std::vector<std::string> title_lines =
+      wrap(title, static_cast<size_t>(std::max(60.0, (grid_width - 40) / 7.5)));
+  const double top = 30 + 20 * static_cast<double>(title_lines.size()) + 5 * longest(column_labels) + 16;
+  const double width = std::max(grid_width, 40 + 7.5 * longest(title_lines));
   const double height = top + cell * row_labels.size() + 20;
   std::string svg = header(width, height);
-  svg += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n", width / 2,
-                     escape(title));
+  for (size_t k = 0; k < title_lines.size(); ++k)
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n", width / 2,
+                       22 + 20 * k, escape(title_lines[k]));
   for (size_t j = 0; j < column_labels.size(); ++j) {
     const double x = left + cell * (j + 0.5);
     svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" transform=\"rotate(-45 {0:.1f} {1})\">{2}</text>\n", x, top - 8,

@@ -27,6 +27,10 @@ std::string header(double width, double height);
 // Escapes text for use inside SVG elements and attributes.
 std::string escape(const std::string& text);
 
+// Text cut into lines of at most `width` characters (UTF-8 sequences count as one) at spaces; a
+// longer word gets a line of its own.
+std::vector<std::string> wrap(const std::string& text, size_t width);
+
 // Nice round tick positions covering [low, high].
 std::vector<double> ticks(double low, double high, int approximate_count);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "engine/error.h"
@@ -12,16 +11,27 @@ namespace ag::sentiment {
 
 namespace {
 
+// The code point of the well-formed UTF-8 sequence at text[i] and its length in bytes, or
+// {-1, 1} for a byte that does not start one.
+std::pair<int32_t, size_t> next_code_point(const std::string& text, size_t i) {
+  const auto byte = static_cast<unsigned char>(text[i]);
+  const size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
+  if (length == 0 || i + length > text.size()) return {-1, 1};
+  int32_t code = length == 1 ? byte : byte & (0x7F >> length);
+  for (size_t k = 1; k < length; ++k) {
+    const auto continuation = static_cast<unsigned char>(text[i + k]);
+    if ((continuation >> 6) != 0x2) return {-1, 1};
+    code = (code << 6) | (continuation & 0x3F);
+  }
+  return {code, length};
+}
+
 // True if text is well-formed UTF-8.
 bool valid_utf8(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    const int extra = byte < 0x80 ? 0 : (byte >> 5) == 0x6 ? 1 : (byte >> 4) == 0xE ? 2 : (byte >> 3) == 0x1E ? 3 : -1;
-    if (extra < 0 || (extra > 0 && i + extra >= text.size())) return false;
-    for (int k = 1; k <= extra; ++k)
-      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return false;
-    i += extra + 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto [code, length] = next_code_point(text, i);
+    if (code < 0) return false;
+    i += length;
   }
   return true;
 }
@@ -54,7 +64,12 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
   return examples;
 }
 
-std::vector<Example> read_tsv(const std::string& path) {
+int64_t count_from(const std::vector<Example>& examples, const std::string& source) {
+  return std::count_if(examples.begin(), examples.end(),
+                       [&](const Example& e) { return source.empty() || e.source == source; });
+}
+
+std::string read_data_file(const std::string& path) {
   AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a data file", path);
   // Before opening: reading a FIFO or a device could block or never end.
   AG_CHECK(!std::filesystem::exists(path) || std::filesystem::is_regular_file(path),
@@ -64,10 +79,14 @@ std::vector<Example> read_tsv(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   AG_CHECK(!in.bad(), "{}: cannot read the data file", path);
-  return parse_tsv(text.str(), path);
+  return text.str();
 }
 
-std::vector<std::string> tokenize(const std::string& text) {
+std::vector<Example> read_tsv(const std::string& path) { return parse_tsv(read_data_file(path), path); }
+
+namespace {
+
+std::vector<std::string> seed002_words(const std::string& text) {
   std::vector<std::string> tokens;
   std::string current;
   for (char c : text) {
@@ -83,16 +102,98 @@ std::vector<std::string> tokenize(const std::string& text) {
   return tokens;
 }
 
-Vocabulary::Vocabulary(const std::vector<Example>& training) {
-  std::set<std::string> words;
-  for (const Example& e : training)
-    for (std::string& w : tokenize(e.text)) words.insert(std::move(w));
-  std::vector<std::string> ordered = {"<pad>", "<unk>"};
-  ordered.insert(ordered.end(), words.begin(), words.end());
-  *this = Vocabulary(std::move(ordered));
+// Python's str.isalnum() on the code points that matter (see Tokenizer::words), and the apostrophe.
+bool is_word_code_point(int32_t code) {
+  if (code < 0) return true;  // a stray byte
+  if (code < 0x80) return std::isalnum(code) || code == '\'';
+  if (code < 0xC0) {  // C1 controls, Latin-1 punctuation and symbols; these few are letters or digits
+    for (int32_t alnum : {0xAA, 0xB2, 0xB3, 0xB5, 0xB9, 0xBA, 0xBC, 0xBD, 0xBE})
+      if (code == alnum) return true;
+    return false;
+  }
+  if (code < 0x100) return code != 0xD7 && code != 0xF7;  // × and ÷ among the Latin-1 letters
+  constexpr std::pair<int32_t, int32_t> kNotLetters[] = {
+      {0x2000, 0x2BFF},    // punctuation (’ “ ” – — …), currency, arrows, maths, shapes
+      {0x3000, 0x303F},    // CJK punctuation
+      {0xFE00, 0xFE0F},    // variation selectors
+      {0xFEFF, 0xFEFF},    // byte order mark
+      {0x1F000, 0x1FAFF},  // emoji
+  };
+  for (const auto& [first, last] : kNotLetters)
+    if (code >= first && code <= last) return false;
+  return true;
 }
 
-Vocabulary::Vocabulary(std::vector<std::string> words) : words_(std::move(words)) {
+// A-Z and the Latin-1 capitals À-Þ (but ×) in lower case; other code points as they are.
+int32_t lower_case(int32_t code) {
+  const bool capital = (code >= 'A' && code <= 'Z') || (code >= 0xC0 && code <= 0xDE && code != 0xD7);
+  return capital ? code + 0x20 : code;
+}
+
+void append_utf8(int32_t code, std::string& out) {
+  if (code < 0x80) {
+    out += static_cast<char>(code);
+  } else if (code < 0x800) {
+    out += static_cast<char>(0xC0 | (code >> 6));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else if (code < 0x10000) {
+    out += static_cast<char>(0xE0 | (code >> 12));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code >> 18));
+    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  }
+}
+
+std::vector<std::string> letter_runs(const std::string& text) {
+  std::vector<std::string> tokens;
+  std::string current;
+  for (size_t i = 0; i < text.size();) {
+    const auto [code, length] = next_code_point(text, i);
+    if (!is_word_code_point(code)) {
+      if (!current.empty()) tokens.push_back(std::move(current));
+      current.clear();
+    } else if (code < 0) {
+      current += text[i];
+    } else {
+      append_utf8(lower_case(code), current);
+    }
+    i += length;
+  }
+  if (!current.empty()) tokens.push_back(std::move(current));
+  return tokens;
+}
+
+}  // namespace
+
+std::string_view tokenizer_name(Tokenizer tokenizer) { return tokenizer == Tokenizer::words ? "words" : "seed002"; }
+
+Tokenizer tokenizer_named(const std::string& name) {
+  for (Tokenizer tokenizer : {Tokenizer::seed002, Tokenizer::words})
+    if (tokenizer_name(tokenizer) == name) return tokenizer;
+  fail("unknown tokenizer '{}' (expected 'seed002' or 'words')", name);
+}
+
+std::vector<std::string> tokenize(const std::string& text, Tokenizer tokenizer) {
+  return tokenizer == Tokenizer::words ? letter_runs(text) : seed002_words(text);
+}
+
+Vocabulary::Vocabulary(const std::vector<Example>& training, Tokenizer tokenizer, int64_t min_count) {
+  AG_CHECK(min_count >= 1, "vocabulary: the minimum count must be at least 1, got {}", min_count);
+  std::map<std::string, int64_t> counts;  // sorted by word
+  for (const Example& e : training)
+    for (std::string& w : sentiment::tokenize(e.text, tokenizer)) ++counts[std::move(w)];
+  std::vector<std::string> ordered = {"<pad>", "<unk>"};
+  for (auto& [word, count] : counts)
+    if (count >= min_count) ordered.push_back(word);
+  *this = Vocabulary(std::move(ordered), tokenizer);
+}
+
+Vocabulary::Vocabulary(std::vector<std::string> words, Tokenizer tokenizer)
+    : words_(std::move(words)), tokenizer_(tokenizer) {
   AG_CHECK(words_.size() >= 2 && words_[kPad] == "<pad>" && words_[kUnk] == "<unk>",
            "vocabulary: expected '<pad>' and '<unk>' first");
   for (size_t i = 0; i < words_.size(); ++i)
@@ -105,27 +206,35 @@ int64_t Vocabulary::index(const std::string& word) const {
   return it == index_.end() ? kUnk : it->second;
 }
 
-std::pair<Tensor, Tensor> Vocabulary::encode(const std::vector<std::string>& texts) const {
-  std::vector<std::vector<int64_t>> rows;
+std::vector<int64_t> Vocabulary::indices(const std::string& text) const {
+  std::vector<int64_t> row;
+  for (const std::string& w : tokenize(text)) row.push_back(index(w));
+  if (row.empty()) row.push_back(kUnk);
+  AG_CHECK(row.size() <= kMaxWords, "encode: a text has {} words, more than the {} a text may have: '{}…'", row.size(),
+           kMaxWords, text.substr(0, 40));
+  return row;
+}
+
+std::pair<Tensor, Tensor> Vocabulary::pad(const std::vector<const std::vector<int64_t>*>& rows) {
   size_t longest = 1;
-  for (const std::string& text : texts) {
-    std::vector<int64_t> row;
-    for (const std::string& w : tokenize(text)) row.push_back(index(w));
-    if (row.empty()) row.push_back(kUnk);
-    AG_CHECK(row.size() <= kMaxWords, "encode: a text has {} words, more than the {} a text may have: '{}…'",
-             row.size(), kMaxWords, text.substr(0, 40));
-    longest = std::max(longest, row.size());
-    rows.push_back(std::move(row));
-  }
+  for (const std::vector<int64_t>* row : rows) longest = std::max(longest, row->size());
   const auto n = static_cast<int64_t>(rows.size()), t = static_cast<int64_t>(longest);
   Tensor indices = full({n, t}, static_cast<double>(kPad), DType::i64);
   Tensor padding = full({n, t}, 1, DType::b8);
   for (int64_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < rows[i].size(); ++j) {
-      indices.data<int64_t>()[i * t + j] = rows[i][j];
+    for (size_t j = 0; j < rows[i]->size(); ++j) {
+      indices.data<int64_t>()[i * t + j] = (*rows[i])[j];
       padding.data<bool>()[i * t + j] = false;
     }
   return {indices, padding};
+}
+
+std::pair<Tensor, Tensor> Vocabulary::encode(const std::vector<std::string>& texts) const {
+  std::vector<std::vector<int64_t>> rows;
+  for (const std::string& text : texts) rows.push_back(indices(text));
+  std::vector<const std::vector<int64_t>*> pointers;
+  for (const std::vector<int64_t>& row : rows) pointers.push_back(&row);
+  return pad(pointers);
 }
 
 }  // namespace ag::sentiment

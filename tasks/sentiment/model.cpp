@@ -7,9 +7,18 @@
 
 namespace ag::sentiment {
 
-SentimentClassifier::SentimentClassifier(int64_t vocab_size, int64_t dim, int64_t heads, Generator& gen) {
+SentimentClassifier::SentimentClassifier(const ClassifierConfig& config, Generator& gen) {
+  const int64_t dim = config.dim, heads = config.heads;
   AG_CHECK(heads >= 0, "SentimentClassifier: heads must be ≥ 0 (0: SelfAttention), got {}", heads);
-  embed = register_module("embed", std::make_shared<nn::Embedding>(vocab_size, dim, Vocabulary::kPad, gen));
+  AG_CHECK(config.embedding_std > 0, "SentimentClassifier: the embeddings' std must be > 0, got {}",
+           config.embedding_std);
+  embed = register_module("embed", std::make_shared<nn::Embedding>(config.vocab_size, dim, Vocabulary::kPad, gen));
+  {
+    // Unit-scale embeddings of rare words barely move at lr 1e-3 (RESULTS.md §8, note 1).
+    NoGradGuard no_grad;
+    embed->weight.mul_(config.embedding_std);
+  }
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, gen));
   if (heads > 0) {
     attention = register_module(
         "attention", std::make_shared<nn::MultiHeadAttention>(dim, dim, kContextLength, 0.0, heads, false, gen));
@@ -25,10 +34,10 @@ SentimentClassifier::SentimentClassifier(int64_t vocab_size, int64_t dim, int64_
 }
 
 Tensor SentimentClassifier::forward(const Tensor& indices, const Tensor& padding) {
-  Tensor h = (*attention)((*embed)(indices), padding);          // (N, T, dim)
-  Tensor keep = unsqueeze(1.0 - to(padding, h.dtype()), -1);    // (N, T, 1): 1 at real tokens
-  Tensor pooled = div(sum(mul(h, keep), {1}), sum(keep, {1}));  // (N, dim): mean over real tokens
-  return squeeze((*fc)(pooled), -1);                            // (N)
+  Tensor h = (*attention)((*dropout)((*embed)(indices)), padding);  // (N, T, dim)
+  Tensor keep = unsqueeze(1.0 - to(padding, h.dtype()), -1);        // (N, T, 1): 1 at real tokens
+  Tensor pooled = div(sum(mul(h, keep), {1}), sum(keep, {1}));      // (N, dim): mean over real tokens
+  return squeeze((*fc)(pooled), -1);                                // (N)
 }
 
 }  // namespace ag::sentiment

@@ -11,12 +11,19 @@
 
 namespace ag::sentiment {
 
+struct ClassifierConfig {
+  int64_t vocab_size = 0;
+  int64_t dim = 16;
+  int64_t heads = 0;         // 0: SelfAttention; N: MultiHeadAttention with N heads (dividing dim)
+  double dropout = 0;        // on the embeddings, in training
+  double embedding_std = 1;  // embeddings drawn from N(0, embedding_std²); 1 is nn.Embedding's own
+};
+
 class SentimentClassifier : public nn::Module {
  public:
   static constexpr int64_t kContextLength = 256;  // the longest text MultiHeadAttention takes
 
-  // heads 0: SelfAttention; heads ≥ 1: MultiHeadAttention with that many heads (dividing dim).
-  SentimentClassifier(int64_t vocab_size, int64_t dim, int64_t heads = 0, Generator& gen = default_generator());
+  explicit SentimentClassifier(const ClassifierConfig& config, Generator& gen = default_generator());
   // indices (N, T) i64, padding (N, T) b8 → logits (N).
   Tensor forward(const Tensor& indices, const Tensor& padding);
   Tensor operator()(const Tensor& indices, const Tensor& padding) {
@@ -25,6 +32,7 @@ class SentimentClassifier : public nn::Module {
   std::string type_name() const override { return "SentimentClassifier"; }
 
   std::shared_ptr<nn::Embedding> embed;
+  std::shared_ptr<nn::Dropout> dropout;
   std::shared_ptr<nn::AttentionModule> attention;
   std::shared_ptr<nn::Linear> fc;
 };

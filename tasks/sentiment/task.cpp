@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,10 +18,28 @@
 #include "tasks/common/svg.h"
 #include "tasks/sentiment/data.h"
 #include "tasks/sentiment/model.h"
+#include "tasks/sentiment/report.h"
+#include "tasks/sentiment/uci.h"
 
 namespace ag::sentiment {
 
+SentimentOptions uci_defaults() {
+  SentimentOptions o;
+  o.training.epochs = 20;
+  o.training.lr = 1e-3;
+  o.training.batch_size = 32;
+  o.training.out = "runs/sentiment-uci";
+  o.dataset = "uci";
+  o.dim = 64;
+  o.weight_decay = 0.01;
+  return o;
+}
+
 namespace {
+
+// The UCI corpus's embeddings start at N(0, 0.02²), the peer's choice (RESULTS.md §8, note 1);
+// seed 002's at nn.Embedding's N(0, 1), as before.
+constexpr double kUciEmbeddingStd = 0.02;
 
 // Seed 002's sentences, built into the program: "train.tsv" or "test.tsv".
 std::vector<Example> seed_sentences(const std::string& file) {
@@ -28,100 +47,162 @@ std::vector<Example> seed_sentences(const std::string& file) {
   return parse_tsv(std::string(tasks::embedded_file(name)), name + " (built in)");
 }
 
-std::vector<std::string> texts_of(const std::vector<Example>& examples, const std::vector<int64_t>& rows) {
-  std::vector<std::string> texts;
-  for (int64_t i : rows) texts.push_back(examples[i].text);
-  return texts;
-}
+// Labelled sentences with their word indices, encoded once.
+struct EncodedSentences {
+  EncodedSentences(std::vector<Example> all, const Vocabulary& vocab) : examples(std::move(all)) {
+    for (const Example& e : examples) indices.push_back(vocab.indices(e.text));
+  }
+  int64_t size() const { return static_cast<int64_t>(examples.size()); }
 
-Tensor labels_of(const std::vector<Example>& examples, const std::vector<int64_t>& rows) {
-  std::vector<double> labels;
-  for (int64_t i : rows) labels.push_back(examples[i].label);
-  return tensor(labels, {static_cast<int64_t>(labels.size())});
-}
+  // (indices, padding) of these rows, padded to the longest of them.
+  std::pair<Tensor, Tensor> batch(const std::vector<int64_t>& rows) const {
+    std::vector<const std::vector<int64_t>*> chosen;
+    for (int64_t i : rows) chosen.push_back(&indices[i]);
+    return Vocabulary::pad(chosen);
+  }
+  Tensor labels(const std::vector<int64_t>& rows) const {
+    std::vector<double> values;
+    for (int64_t i : rows) values.push_back(examples[i].label);
+    return tensor(values, {static_cast<int64_t>(values.size())});
+  }
+
+  std::vector<Example> examples;
+  std::vector<std::vector<int64_t>> indices;
+};
 
 std::vector<int64_t> all_rows(size_t n) {
   std::vector<int64_t> rows(n);
-  for (size_t i = 0; i < n; ++i) rows[i] = static_cast<int64_t>(i);
+  std::iota(rows.begin(), rows.end(), 0);
   return rows;
+}
+
+// The logits of every sentence (N), as a forward pass would give them: the caller sets eval mode
+// and no grad. Sets larger than one chunk go in chunks of sentences of similar length, so a long
+// sentence pads only its neighbours (attention is quadratic in the padded length).
+Tensor all_logits(SentimentClassifier& model, const EncodedSentences& sentences) {
+  constexpr size_t kChunk = 128;
+  std::vector<int64_t> order = all_rows(sentences.examples.size());
+  if (order.size() <= kChunk) {
+    auto [indices, padding] = sentences.batch(order);
+    return model(indices, padding);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return sentences.indices[a].size() < sentences.indices[b].size(); });
+  std::vector<double> logits(order.size());
+  for (size_t first = 0; first < order.size(); first += kChunk) {
+    const std::vector<int64_t> chunk(order.begin() + first, order.begin() + std::min(first + kChunk, order.size()));
+    auto [indices, padding] = sentences.batch(chunk);
+    const Tensor out = model(indices, padding);
+    for (size_t k = 0; k < chunk.size(); ++k) logits[chunk[k]] = out.at({static_cast<int64_t>(k)});
+  }
+  return tensor(logits, {static_cast<int64_t>(logits.size())});
+}
+
+int64_t correct_count(const Tensor& logits, const std::vector<Example>& examples) {
+  int64_t correct = 0;
+  for (size_t i = 0; i < examples.size(); ++i)
+    correct += (logits.at({static_cast<int64_t>(i)}) > 0) == examples[i].label;
+  return correct;
+}
+
+double accuracy_of(const Tensor& logits, const std::vector<Example>& examples) {
+  return static_cast<double>(correct_count(logits, examples)) / static_cast<double>(examples.size());
+}
+
+Predictions predictions_of(const Tensor& logits, const EncodedSentences& sentences) {
+  const Tensor probabilities = sigmoid(logits);
+  Predictions out{sentences.examples, {}};
+  for (int64_t i = 0; i < sentences.size(); ++i) out.probabilities.push_back(probabilities.at({i}));
+  return out;
 }
 
 class SentimentTask : public nn::TrainTask {
  public:
-  SentimentTask(SentimentClassifier& model, const Vocabulary& vocab, std::vector<Example> train,
-                std::vector<Example> validation)
-      : model_(model), vocab_(vocab), train_(std::move(train)), validation_(std::move(validation)) {}
+  // With track_train_accuracy, every epoch also reports the accuracy on the whole training set.
+  SentimentTask(SentimentClassifier& model, const EncodedSentences& train, const EncodedSentences& validation,
+                bool track_train_accuracy, nn::BestEpochRule best_epoch_rule)
+      : model_(model),
+        train_(train),
+        validation_(validation),
+        track_train_accuracy_(track_train_accuracy),
+        best_epoch_rule_(std::move(best_epoch_rule)) {}
 
-  int64_t train_size() const override { return static_cast<int64_t>(train_.size()); }
+  int64_t train_size() const override { return train_.size(); }
 
   Tensor loss(const std::vector<int64_t>& batch) override {
-    return binary_cross_entropy_with_logits(logits(texts_of(train_, batch)), labels_of(train_, batch));
+    auto [indices, padding] = train_.batch(batch);
+    return binary_cross_entropy_with_logits(model_(indices, padding), train_.labels(batch));
   }
 
   std::map<std::string, double> evaluate() override {
-    std::map<std::string, double> metrics = {{"train_accuracy", accuracy(train_)}};
-    if (!validation_.empty()) {
-      const std::vector<int64_t> rows = all_rows(validation_.size());
+    std::map<std::string, double> metrics;
+    if (track_train_accuracy_) metrics["train_accuracy"] = accuracy_of(all_logits(model_, train_), train_.examples);
+    if (validation_.size() > 0) {
+      const Tensor logits = all_logits(model_, validation_);
       metrics["val_loss"] =
-          binary_cross_entropy_with_logits(logits(texts_of(validation_, rows)), labels_of(validation_, rows)).item();
-      metrics["val_accuracy"] = accuracy(validation_);
+          binary_cross_entropy_with_logits(logits, validation_.labels(all_rows(validation_.examples.size()))).item();
+      metrics["val_accuracy"] = accuracy_of(logits, validation_.examples);
     }
     return metrics;
   }
 
-  Tensor logits(const std::vector<std::string>& texts) {
-    auto [indices, padding] = vocab_.encode(texts);
-    return model_(indices, padding);
-  }
-
-  double accuracy(const std::vector<Example>& examples) {
-    const Tensor out = logits(texts_of(examples, all_rows(examples.size())));
-    int correct = 0;
-    for (size_t i = 0; i < examples.size(); ++i)
-      correct += (out.at({static_cast<int64_t>(i)}) > 0) == examples[i].label;
-    return static_cast<double>(correct) / static_cast<double>(examples.size());
-  }
+  nn::BestEpochRule best_epoch_rule() const override { return best_epoch_rule_; }
 
  private:
   SentimentClassifier& model_;
-  const Vocabulary& vocab_;
-  std::vector<Example> train_;
-  std::vector<Example> validation_;
+  const EncodedSentences& train_;
+  const EncodedSentences& validation_;
+  bool track_train_accuracy_;
+  nn::BestEpochRule best_epoch_rule_;
 };
 
-std::string task_settings(const SentimentOptions& o, int64_t vocab_size) {
+bool is_uci(const SentimentOptions& o) { return o.dataset == "uci"; }
+
+ClassifierConfig classifier_config(const SentimentOptions& o, int64_t vocab_size) {
+  return {.vocab_size = vocab_size,
+          .dim = o.dim,
+          .heads = o.heads,
+          .dropout = o.dropout,
+          .embedding_std = is_uci(o) ? kUciEmbeddingStd : 1.0};
+}
+
+std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
   nlohmann::json settings;
   settings["task"] = "sentiment";
   settings["model"] = o.heads > 0 ? "multihead" : "selfattn";
   settings["heads"] = o.heads;
-  settings["vocab_size"] = vocab_size;
+  settings["vocab_size"] = vocab.size();
   settings["dim"] = o.dim;
   settings["data"] = o.data;
   settings["val_fraction"] = o.val_fraction;
   settings["optimizer"] = "AdamW";
   settings["weight_decay"] = o.weight_decay;
+  if (is_uci(o)) {  // seed 002's config stays as it was
+    settings["dataset"] = o.dataset;
+    settings["tokenizer"] = tokenizer_name(vocab.tokenizer());
+    settings["min_count"] = o.min_count;
+    settings["dropout"] = o.dropout;
+    settings["embedding_std"] = kUciEmbeddingStd;
+  }
   return settings.dump();
 }
 
-void print_test_sentences(SentimentTask& task) {
-  const std::vector<Example> test = seed_sentences("test.tsv");
+void print_test_sentences(SentimentClassifier& model, const Vocabulary& vocab) {
+  const EncodedSentences test(seed_sentences("test.tsv"), vocab);
   NoGradGuard no_grad;
-  const Tensor probabilities = sigmoid(task.logits(texts_of(test, all_rows(test.size()))));
+  const Predictions predictions = predictions_of(all_logits(model, test), test);
   int correct = 0;
   fmt::print("test sentences (seed 002):\n");
-  for (size_t i = 0; i < test.size(); ++i) {
-    const double p = probabilities.at({static_cast<int64_t>(i)});
-    const bool right = (p > 0.5) == test[i].label;
+  for (size_t i = 0; i < test.examples.size(); ++i) {
+    const Example& e = test.examples[i];
+    const double p = predictions.probabilities[i];
+    const bool right = (p > 0.5) == e.label;
     correct += right;
-    fmt::print("  {:.3f} {} {:<28} (expected {}){}\n", p, p > 0.5 ? "positive" : "negative", test[i].text,
-               test[i].label ? "positive" : "negative", right ? "" : "  ✗");
+    fmt::print("  {:.3f} {} {:<28} (expected {}){}\n", p, p > 0.5 ? "positive" : "negative", e.text,
+               e.label ? "positive" : "negative", right ? "" : "  ✗");
   }
-  fmt::print("{} of {} test sentences right\n", correct, test.size());
+  fmt::print("{} of {} test sentences right\n", correct, test.examples.size());
 }
-
-}  // namespace
-
-namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
   AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a text file", path);
@@ -141,7 +222,7 @@ void write_explanation(const std::string& path, const std::string& text, const V
   const bool heads = all_weights.dim() == 4;
   const Tensor weights = heads ? mean(all_weights, {1}) : all_weights;  // (N, T, T)
   std::vector<std::string> labels;
-  for (const std::string& word : tokenize(text))
+  for (const std::string& word : vocab.tokenize(text))
     labels.push_back(vocab.index(word) == Vocabulary::kUnk ? word + " (unk)" : word);
   if (labels.empty()) labels.push_back("<unk>");
   const auto tokens = static_cast<int64_t>(labels.size());
@@ -163,11 +244,16 @@ struct TrainedClassifier {
              config.value("task", "?"));
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
     try {
-      vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>());
-      model = std::make_unique<SentimentClassifier>(vocab.size(), config.at("dim").get<int64_t>(),
-                                                    config.value("heads", int64_t{0}));
+      vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>(),
+                         tokenizer_named(config.value("tokenizer", "seed002")));
+      model = std::make_unique<SentimentClassifier>(ClassifierConfig{.vocab_size = vocab.size(),
+                                                                     .dim = config.at("dim").get<int64_t>(),
+                                                                     .heads = config.value("heads", int64_t{0}),
+                                                                     .dropout = config.value("dropout", 0.0)});
+      epoch = std::stoll(checkpoint.metadata.count("epoch") ? checkpoint.metadata.at("epoch") : "0");
     } catch (const std::exception& e) {  // json's errors name neither the file nor the setting's meaning
-      fail("{}: the checkpoint's vocabulary or model settings (dim, heads) are malformed: {}", path, e.what());
+      fail("{}: the checkpoint's vocabulary or model settings (dim, heads, tokenizer) are malformed: {}", path,
+           e.what());
     }
     nn::load(path, *model);
     model->eval();
@@ -175,21 +261,46 @@ struct TrainedClassifier {
 
   Vocabulary vocab;
   std::unique_ptr<SentimentClassifier> model;
+  int64_t epoch = 0;  // the training epoch it was saved after; 0 if unknown
 };
+
+// The UCI sentences of one split ("train", "val" or "test").
+std::vector<Example> uci_split(const uci::Corpus& corpus, const std::string& split) {
+  if (split == "train") return corpus.train;
+  if (split == "val") return corpus.validation;
+  AG_CHECK(split == "test", "--split: expected train, val or test, got '{}'", split);
+  return corpus.test;
+}
+
+int eval_uci(const TrainedClassifier& trained, const std::string& split) {
+  const EncodedSentences sentences(uci_split(uci::read_corpus(), split), trained.vocab);
+  NoGradGuard no_grad;
+  const Tensor logits = all_logits(*trained.model, sentences);
+  const Tensor labels = sentences.labels(all_rows(sentences.examples.size()));
+  fmt::print("UCI {} split: accuracy {:.2f}% ({} of {}), BCE loss {:.4f}\n", split,
+             100 * accuracy_of(logits, sentences.examples), correct_count(logits, sentences.examples), sentences.size(),
+             binary_cross_entropy_with_logits(logits, labels).item());
+  const Predictions predictions = predictions_of(logits, sentences);
+  print_report(predictions, split);
+  return 0;
+}
 
 }  // namespace
 
 int eval(const EvalOptions& options) {
   const TrainedClassifier trained(options.checkpoint);
-  const std::vector<Example> examples = options.data.empty() ? seed_sentences("test.tsv") : read_tsv(options.data);
-  const std::vector<int64_t> rows = all_rows(examples.size());
+  if (options.dataset == "uci") return eval_uci(trained, options.split);
+  AG_CHECK(options.split == "test",
+           "--split {}: seed 002's data has test sentences only (--split is for --dataset uci)", options.split);
+  const EncodedSentences sentences(options.data.empty() ? seed_sentences("test.tsv") : read_tsv(options.data),
+                                   trained.vocab);
+  const std::vector<int64_t> rows = all_rows(sentences.examples.size());
   NoGradGuard no_grad;
-  auto [indices, padding] = trained.vocab.encode(texts_of(examples, rows));
+  auto [indices, padding] = sentences.batch(rows);
   const Tensor logits = (*trained.model)(indices, padding);
-  int correct = 0;
-  for (int64_t i : rows) correct += (logits.at({i}) > 0) == examples[i].label;
-  fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100.0 * correct / static_cast<double>(rows.size()),
-             correct, rows.size(), binary_cross_entropy_with_logits(logits, labels_of(examples, rows)).item(),
+  fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100 * accuracy_of(logits, sentences.examples),
+             correct_count(logits, sentences.examples), rows.size(),
+             binary_cross_entropy_with_logits(logits, sentences.labels(rows)).item(),
              options.data.empty() ? "seed 002's test sentences" : options.data);
   return 0;
 }
@@ -224,14 +335,15 @@ int predict(const PredictOptions& options) {
 
 namespace {
 
-// The training and validation examples of --data (or seed 002's) and the vocabulary of the
-// training ones.
+// The training, validation and test sentences (seed 002's, --data's or the UCI corpus's), the
+// vocabulary of the training ones, and for the UCI corpus the records dropped per source.
 struct TrainingData {
-  std::vector<Example> train, validation;
+  std::vector<Example> train, validation, test;
   Vocabulary vocab;
+  std::map<std::string, int64_t> dropped;
 };
 
-TrainingData training_data(const SentimentOptions& options) {
+TrainingData seed_or_tsv_data(const SentimentOptions& options) {
   AG_CHECK(options.val_fraction >= 0 && options.val_fraction < 1, "--val-fraction must be in [0, 1), got {}",
            options.val_fraction);
   std::vector<Example> examples = options.data.empty() ? seed_sentences("train.tsv") : read_tsv(options.data);
@@ -239,8 +351,84 @@ TrainingData training_data(const SentimentOptions& options) {
   AG_CHECK(held_out < examples.size(), "--val-fraction {} leaves no training examples", options.val_fraction);
   std::vector<Example> validation(examples.end() - static_cast<std::ptrdiff_t>(held_out), examples.end());
   examples.resize(examples.size() - held_out);
-  Vocabulary vocab(examples);
-  return {std::move(examples), std::move(validation), std::move(vocab)};
+  Vocabulary vocab(examples, Tokenizer::seed002, options.min_count);
+  return {std::move(examples), std::move(validation), {}, std::move(vocab), {}};
+}
+
+TrainingData training_data(const SentimentOptions& options) {
+  AG_CHECK(options.dataset == "seed" || options.dataset == "uci", "--dataset: expected seed or uci, got '{}'",
+           options.dataset);
+  if (!is_uci(options)) return seed_or_tsv_data(options);
+  AG_CHECK(options.data.empty() && options.val_fraction == 0,
+           "--dataset uci has its own split: --data and --val-fraction are for TSV files");
+  uci::Corpus corpus = uci::read_corpus();
+  Vocabulary vocab(corpus.train, Tokenizer::words, options.min_count);
+  return {std::move(corpus.train), std::move(corpus.validation), std::move(corpus.test), std::move(vocab),
+          std::move(corpus.dropped)};
+}
+
+// The share of the words of `examples` that are not in the vocabulary.
+double unknown_share(const std::vector<Example>& examples, const Vocabulary& vocab) {
+  int64_t words = 0, unknown = 0;
+  for (const Example& e : examples)
+    for (const std::string& w : vocab.tokenize(e.text)) {
+      ++words;
+      unknown += vocab.index(w) == Vocabulary::kUnk;
+    }
+  return static_cast<double>(unknown) / static_cast<double>(std::max<int64_t>(1, words));
+}
+
+void print_uci_data(const TrainingData& data) {
+  std::string dropped;
+  for (const auto& [source, count] : data.dropped)
+    dropped += fmt::format("{}{} from {}.json", dropped.empty() ? "" : ", ", count, source);
+  fmt::print("UCI sentiment sentences: dropped records with an empty text or no class 0/1: {}\n", dropped);
+  fmt::print("hash split (FNV-1a 64 of the text % 10: 0 test, 1 validation, else train):\n");
+  fmt::print("  {:<8} {:>6} {:>6} {:>6}\n", "source", "train", "val", "test");
+  std::vector<std::string> sources(uci::kSources.begin(), uci::kSources.end());
+  sources.push_back("");
+  for (const std::string& source : sources)
+    fmt::print("  {:<8} {:>6} {:>6} {:>6}\n", source.empty() ? "total" : source, count_from(data.train, source),
+               count_from(data.validation, source), count_from(data.test, source));
+  fmt::print(
+      "vocabulary: {} training words + <pad> <unk>; <unk> is {:.1f}% of validation words, {:.1f}% of test words\n",
+      data.vocab.size() - 2, 100 * unknown_share(data.validation, data.vocab),
+      100 * unknown_share(data.test, data.vocab));
+}
+
+nn::BestEpochRule best_epoch_rule(const SentimentOptions& options) {
+  if (is_uci(options)) return {.metric = "val_accuracy", .higher_is_better = true};
+  return {};
+}
+
+// The train loss and every metric the task reported, per epoch.
+void write_losses_svg(const SentimentOptions& options, const std::vector<nn::EpochRecord>& history) {
+  const std::map<std::string, std::string> names = {
+      {"train_accuracy", "train accuracy"}, {"val_loss", "validation loss"}, {"val_accuracy", "validation accuracy"}};
+  std::vector<plot::Series> series = {{"train loss", {}}};
+  for (const auto& r : history) series[0].values.push_back(r.train_loss);
+  for (const auto& [metric, _] : history.back().metrics) {
+    series.push_back({names.count(metric) ? names.at(metric) : metric, {}});
+    for (const auto& r : history) series.back().values.push_back(r.metrics.at(metric));
+  }
+  write_file_atomically(options.training.out + "/losses.svg",
+                        plot::line_chart(is_uci(options) ? "sentiment (UCI): training" : "sentiment: training", "epoch",
+                                         "BCE loss / accuracy", series));
+}
+
+// The end of a UCI run: the best epoch's checkpoint on the test split, printed and in report.svg.
+void report_uci(const SentimentOptions& options, const std::vector<Example>& test) {
+  const std::string best = options.training.out + "/best.safetensors";
+  const TrainedClassifier trained(best);
+  const EncodedSentences sentences(test, trained.vocab);
+  NoGradGuard no_grad;
+  const Predictions predictions = predictions_of(all_logits(*trained.model, sentences), sentences);
+  fmt::print("best epoch (highest validation accuracy, the earliest on ties): {} -> {}\n", trained.epoch, best);
+  print_report(predictions, "test");
+  write_file_atomically(options.training.out + "/report.svg",
+                        report_svg(predictions, fmt::format("sentiment on UCI's review sentences: test accuracy of "
+                                                            "epoch {} (best on validation), seed {}",
+                                                            trained.epoch, options.training.seed)));
 }
 
 }  // namespace
@@ -248,44 +436,43 @@ TrainingData training_data(const SentimentOptions& options) {
 StepLoss first_step_loss(const SentimentOptions& options) {
   const TrainingData data = training_data(options);
   manual_seed(options.training.seed);
-  StepLoss step{std::make_unique<SentimentClassifier>(data.vocab.size(), options.dim, options.heads), {}};
-  SentimentTask task(*step.model, data.vocab, data.train, data.validation);
+  StepLoss step{std::make_unique<SentimentClassifier>(classifier_config(options, data.vocab.size())), {}};
+  const EncodedSentences train(data.train, data.vocab), validation(data.validation, data.vocab);
+  SentimentTask task(*step.model, train, validation, false, best_epoch_rule(options));
   const auto batch = std::min<int64_t>(options.training.batch_size, task.train_size());
-  std::vector<int64_t> rows(static_cast<size_t>(batch));
-  std::iota(rows.begin(), rows.end(), 0);
-  step.loss = task.loss(rows);
+  step.loss = task.loss(all_rows(static_cast<size_t>(batch)));
   return step;
 }
 
 int train(const SentimentOptions& options) {
   const TrainingData data = training_data(options);
-  const std::vector<Example>& examples = data.train;
+  if (is_uci(options)) print_uci_data(data);
   const Vocabulary& vocab = data.vocab;
   manual_seed(options.training.seed);
-  SentimentClassifier model(vocab.size(), options.dim, options.heads);
+  SentimentClassifier model(classifier_config(options, vocab.size()));
   nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
-  SentimentTask task(model, vocab, examples, data.validation);
-  const std::vector<nn::EpochRecord> history =
-      tasks::run_training(model, optimizer, task, options.training,
-                          tasks::config_json(options.training, task_settings(options, vocab.size())),
-                          {{"vocabulary", nlohmann::json(vocab.words()).dump()}});
-
-  std::vector<double> losses, accuracies;
-  for (const auto& r : history) {
-    losses.push_back(r.train_loss);
-    accuracies.push_back(r.metrics.at("train_accuracy"));
-  }
-  write_file_atomically(options.training.out + "/losses.svg",
-                        plot::line_chart("sentiment: training", "epoch", "BCE loss / accuracy",
-                                         {{"train loss", losses}, {"train accuracy", accuracies}}));
+  const EncodedSentences train(data.train, vocab), validation(data.validation, vocab);
+  SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options));
+  const std::vector<nn::EpochRecord> history = tasks::run_training(
+      model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),
+      {{"vocabulary", nlohmann::json(vocab.words()).dump()}});
+  write_losses_svg(options, history);
   const nn::EpochRecord& last = history.back();
+  if (is_uci(options)) {
+    fmt::print("epoch {}: train loss {:.4f}; validation loss {:.4f}, accuracy {:.2f}%\n", last.epoch, last.train_loss,
+               last.metrics.at("val_loss"), 100 * last.metrics.at("val_accuracy"));
+    report_uci(options, data.test);
+    fmt::print("wrote {}/config.json, metrics.csv, losses.svg, report.svg, last.safetensors, best.safetensors\n",
+               options.training.out);
+    return 0;
+  }
   fmt::print("epoch {}: train loss {:.4f}, train accuracy {:.1f}%\n", last.epoch, last.train_loss,
              100 * last.metrics.at("train_accuracy"));
   if (last.metrics.count("val_accuracy"))
     fmt::print("validation: loss {:.4f}, accuracy {:.1f}%\n", last.metrics.at("val_loss"),
                100 * last.metrics.at("val_accuracy"));
   model.eval();
-  print_test_sentences(task);
+  print_test_sentences(model, vocab);
   fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n",
              options.training.out);
   return 0;

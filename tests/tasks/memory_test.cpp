@@ -31,7 +31,7 @@ TEST(Memory, ResidentMemoryIsFlatOver1000TrainingSteps) {
       parse_tsv(std::string(tasks::embedded_file("sentiment/train.tsv")), "sentiment/train.tsv");
   const Vocabulary vocab(examples);
   manual_seed(0);
-  SentimentClassifier model(vocab.size(), 16, 2);
+  SentimentClassifier model({.vocab_size = vocab.size(), .dim = 16, .heads = 2});
   nn::AdamW optimizer(model.parameters(), {.lr = 1e-2, .weight_decay = 0.5});
   constexpr int kSteps = 1000, kWarmUp = 100, kBatch = 10;
   double after_warm_up = 0, highest = 0;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `attograd train sentiment --dataset uci` on the cached UCI corpus (tools/fetch_data.sh): a short
+# run prints the split and learns; best.safetensors is the epoch of the highest validation
+# accuracy, and `eval --split val` reproduces it; the report and report.svg; bad corpus files and a
+# missing corpus give exit 1 naming the file, misuse exit 2. Prints OK / NOT OK per case.
+set -u
+attograd="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/cli_check.sh"
+
+out="$work/run"
+check "short UCI run" 0 "total      2430    277    293" -- "$attograd" --threads 2 train sentiment --dataset uci --epochs 3 --out "$out" --quiet
+output="$("$attograd" --threads 2 train sentiment --dataset uci --epochs 3 --out "$work/again" --quiet 2>&1)"
+expect "prints the dropped junk records" grep -q "1 from amazon.json, 1 from imdb.json, 1 from yelp.json" <<<"$output"
+expect "prints the vocabulary" grep -q "vocabulary: 4710 training words" <<<"$output"
+expect "prints the confusion matrix" grep -q "confusion matrix (test" <<<"$output"
+expect "prints the reference points" grep -q "81.16%" <<<"$output"
+for file in config.json metrics.csv losses.svg report.svg last.safetensors best.safetensors; do
+  expect "wrote $file" test -s "$out/$file"
+done
+expect "metrics.csv has the validation columns" grep -q "^epoch,train_loss,val_accuracy,val_loss$" "$out/metrics.csv"
+expect "report.svg lists the surest mistakes" grep -q "misclassified sentences the model was most sure about" "$out/report.svg"
+expect "same seed, same files" cmp -s "$out/metrics.csv" "$work/again/metrics.csv"
+
+# The best epoch: the highest validation accuracy, the earliest on ties; it learned something.
+best_line="$(awk -F, 'NR > 1 && (best == "" || $3 > best) { best = $3; epoch = $1 } END { print epoch, best }' "$out/metrics.csv")"
+read -r best_epoch best_accuracy <<<"$best_line"
+expect "validation accuracy above 75% after 3 epochs ($best_accuracy)" awk -v a="$best_accuracy" 'BEGIN { exit !(a > 0.75) }'
+expect "best.safetensors is epoch $best_epoch" grep -q "best epoch (highest validation accuracy, the earliest on ties): $best_epoch " <<<"$output"
+correct="$(awk -v a="$best_accuracy" 'BEGIN { printf "%d", a * 277 + 0.5 }')"
+check "eval reproduces the best validation accuracy" 0 "($correct of 277)" -- "$attograd" --threads 2 eval sentiment --checkpoint "$out/best.safetensors" --dataset uci --split val
+test_line="$(grep -m1 "^  overall" <<<"$output")"
+check "eval on test prints the training report's accuracy" 0 "$test_line" -- "$attograd" --threads 2 eval sentiment --checkpoint "$out/best.safetensors" --dataset uci
+check "predict --explain on a real review" 0 "positive" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" "I've dropped my phone more times than I can say, even on concrete and my phone is still great." --explain "$work/explain.svg"
+expect "the heatmap marks unknown words" grep -q "(unk)" "$work/explain.svg"
+
+# Resume: 2 epochs, then on to 3, give the 3-epoch run's metrics bit for bit.
+"$attograd" --threads 2 train sentiment --dataset uci --epochs 2 --out "$work/resumed" --quiet >/dev/null 2>&1
+check "resume to 3 epochs" 0 "best epoch" -- "$attograd" --threads 2 train sentiment --dataset uci --epochs 3 --out "$work/resumed" --resume "$work/resumed" --quiet
+expect "resumed run equals the uninterrupted one" cmp -s "$out/metrics.csv" "$work/resumed/metrics.csv"
+
+# Bad corpus files: exit 1, naming the file; nothing written.
+bad="$work/bad"
+corpus="$work/corpus/uci-sentiment"
+mkdir -p "$corpus"
+check "missing corpus" 1 "uci-sentiment/amazon.json is missing: run tools/fetch_data.sh" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" train sentiment --dataset uci --out "$bad"
+printf '[{"text": "fine", "class": 1}]' >"$corpus/amazon.json"
+printf '[{"text": "broken", "class": 1},' >"$corpus/imdb.json"
+check "malformed JSON" 1 "$corpus/imdb.json: not valid JSON" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" train sentiment --dataset uci --out "$bad"
+check "eval on a malformed corpus" 1 "imdb.json: not valid JSON" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" eval sentiment --checkpoint "$out/best.safetensors" --dataset uci
+expect "failed runs wrote nothing" test ! -e "$bad"
+check "--data with --dataset" 2 "excludes" -- "$attograd" train sentiment --dataset uci --data "$corpus/amazon.json" --out "$bad"
+check "unknown dataset" 2 "--dataset" -- "$attograd" train sentiment --dataset imdb --out "$bad"
+check "--split for seed 002's data" 1 "--split is for --dataset uci" -- "$attograd" eval sentiment --checkpoint "$out/best.safetensors" --dataset seed --split val
+echo "UCI CLI: $failures failed"
+[ "$failures" -eq 0 ]
