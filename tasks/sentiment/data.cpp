@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "tasks/common/text.h"
 
 namespace ag::sentiment {
 
@@ -130,24 +131,6 @@ int32_t lower_case(int32_t code) {
   return capital ? code + 0x20 : code;
 }
 
-void append_utf8(int32_t code, std::string& out) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
-
 std::vector<std::string> letter_runs(const std::string& text) {
   std::vector<std::string> tokens;
   std::string current;
@@ -159,7 +142,7 @@ std::vector<std::string> letter_runs(const std::string& text) {
     } else if (code < 0) {
       current += text[i];
     } else {
-      append_utf8(lower_case(code), current);
+      current += tasks::encode_utf8(std::u32string(1, static_cast<char32_t>(lower_case(code))));
     }
     i += length;
   }
