@@ -12,7 +12,9 @@ std::string read_data_file(const std::string& path) {
   AG_CHECK(!path.empty(), "no data file given (an empty path)");
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
-  AG_CHECK(std::filesystem::exists(status), "{}: no such file", path);
+  AG_CHECK(std::filesystem::exists(status), "{}: cannot open the data file: no such file", path);
+  AG_CHECK(!std::filesystem::is_directory(status), "{}: is a directory, expected a data file", path);
+  // Before opening: reading a FIFO or a device could block or never end.
   AG_CHECK(std::filesystem::is_regular_file(status), "{}: is not a regular file, expected a data file", path);
   std::ifstream in(path, std::ios::binary);
   AG_CHECK(in.good(), "{}: cannot open the data file", path);

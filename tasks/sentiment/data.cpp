@@ -1,8 +1,6 @@
 #include "tasks/sentiment/data.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "engine/error.h"
@@ -70,20 +68,7 @@ int64_t count_from(const std::vector<Example>& examples, const std::string& sour
                        [&](const Example& e) { return source.empty() || e.source == source; });
 }
 
-std::string read_data_file(const std::string& path) {
-  AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a data file", path);
-  // Before opening: reading a FIFO or a device could block or never end.
-  AG_CHECK(!std::filesystem::exists(path) || std::filesystem::is_regular_file(path),
-           "{}: is not a regular file, expected a data file", path);
-  std::ifstream in(path, std::ios::binary);
-  AG_CHECK(in.good(), "{}: cannot open the data file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  AG_CHECK(!in.bad(), "{}: cannot read the data file", path);
-  return text.str();
-}
-
-std::vector<Example> read_tsv(const std::string& path) { return parse_tsv(read_data_file(path), path); }
+std::vector<Example> read_tsv(const std::string& path) { return parse_tsv(tasks::read_data_file(path), path); }
 
 namespace {
 

@@ -24,9 +24,6 @@ inline constexpr size_t kMaxWords = 1000;
 // How many of the examples come from `source` ("" counts them all).
 int64_t count_from(const std::vector<Example>& examples, const std::string& source);
 
-// The bytes of a data file; an error naming it if it is missing, a directory, not a regular file
-// or unreadable.
-std::string read_data_file(const std::string& path);
 
 // Lines "0<TAB>text" or "1<TAB>text"; blank lines and lines starting with '#' are skipped.
 // A malformed line (no tab, another label, text that is not UTF-8, has no words or more than

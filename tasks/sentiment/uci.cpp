@@ -5,6 +5,7 @@
 #include "engine/error.h"
 #include "engine/hash.h"
 #include "tasks/common/corpus.h"
+#include "tasks/common/text.h"
 
 namespace ag::sentiment::uci {
 
@@ -83,7 +84,7 @@ Corpus read_corpus() {
   std::map<std::string, int64_t> dropped;
   for (const std::string source : kSources) {
     const std::string path = tasks::corpus_path("uci-sentiment/" + source + ".json");
-    SourceFile file = parse_source(read_data_file(path), source, path);
+    SourceFile file = parse_source(tasks::read_data_file(path), source, path);
     dropped[source] = file.dropped;
     sentences.insert(sentences.end(), file.examples.begin(), file.examples.end());
   }

@@ -61,7 +61,7 @@ check "text shorter than a block" 1 "too short for --block-size 16" -- "${base[@
 printf 'good text\nthen \xff bad' >"$work/latin1.txt"
 check "invalid UTF-8 names the byte offset" 1 "invalid UTF-8 at byte offset 15" -- "${base[@]}" --data "$work/latin1.txt" --out "$bad"
 check "missing data file" 1 "no such file" -- "${base[@]}" --data "$work/nothing.txt" --out "$bad"
-check "a folder as data" 1 "not a regular file" -- "${base[@]}" --data "$work" --out "$bad"
+check "a folder as data" 1 "is a directory" -- "${base[@]}" --data "$work" --out "$bad"
 check "heads not dividing the width" 1 "multiple of n_head" -- "${base[@]}" --data "$work/text.txt" --heads 3 --out "$bad"
 check "zero iterations" 2 "--iters" -- "${charlm[@]}" --iters 0 --out "$bad"
 check "negative dropout" 2 "--dropout" -- "${charlm[@]}" --dropout -0.1 --out "$bad"
