@@ -37,15 +37,7 @@ check "sample --help explains the window" 0 "last half" -- "$attograd" sample --
 straight="$work/straight"
 "${charlm[@]}" --iters 2000 --eval-interval 100 --out "$straight" >/dev/null 2>&1
 stopped="$work/stopped"
-"${charlm[@]}" --iters 2000 --eval-interval 100 --out "$stopped" >"$work/stopped.out" 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-  [ -s "$stopped/last.safetensors" ] && break
-  sleep 0.05
-done
-kill -TERM "$pid"
-wait "$pid"
-status=$?
+signal_when_checkpointed TERM "$stopped" "$work/stopped.out" -- "${charlm[@]}" --iters 2000 --eval-interval 100 --out "$stopped"
 expect "SIGTERM exits 143 (got $status)" test "$status" -eq 143
 expect "SIGTERM says where to continue" grep -q "continue with --resume" "$work/stopped.out"
 check "resume after SIGTERM" 0 "final validation loss" -- "${charlm[@]}" --iters 2000 --eval-interval 100 --out "$stopped" --resume "$stopped"

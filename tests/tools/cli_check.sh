@@ -26,3 +26,19 @@ expect() {  # expect NAME COMMAND...: OK if the command succeeds
     failures=$((failures + 1))
   fi
 }
+
+signal_when_checkpointed() {  # signal_when_checkpointed SIGNAL FOLDER LOG -- COMMAND...
+  # Runs COMMAND in the background (output to LOG), sends SIGNAL once FOLDER/last.safetensors
+  # exists, and sets `status` to its exit code.
+  local signal="$1" folder="$2" log="$3"
+  shift 4
+  "$@" >"$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do
+    [ -s "$folder/last.safetensors" ] && break
+    sleep 0.05
+  done
+  kill "-$signal" "$pid"
+  wait "$pid"
+  status=$?
+}

@@ -53,17 +53,9 @@ cp "$out/last.safetensors" "$work/good.safetensors"
 check "huge lr diverges" 3 "diverged" -- "${squares[@]}" --lr 1e30 --out "$out"
 expect "the last good checkpoint is untouched" cmp -s "$out/last.safetensors" "$work/good.safetensors"
 
-# SIGINT during a long run: exit 130, and last.safetensors holds a complete epoch.
+# SIGINT during a long run: exit 130, and last.safetensors holds the step it stopped after.
 long="$work/long"
-"$attograd" --threads 1 train squares --epochs 1000000 --out "$long" --quiet >"$work/long.out" 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-  [ -s "$long/last.safetensors" ] && break
-  sleep 0.1
-done
-kill -INT "$pid"
-wait "$pid"
-status=$?
+signal_when_checkpointed INT "$long" "$work/long.out" -- "$attograd" --threads 1 train squares --epochs 1000000 --out "$long" --quiet
 expect "SIGINT exits 130 (got $status)" test "$status" -eq 130
 expect "SIGINT says where to continue" grep -q "continue with --resume" "$work/long.out"
 check "last.safetensors after SIGINT loads" 0 "MSE" -- "$attograd" eval squares --checkpoint "$long/last.safetensors"
