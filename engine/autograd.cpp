@@ -156,6 +156,9 @@ void accumulate_into_leaf(const Node& accumulator, Tensor grad, bool create_grap
   } else {
     leaf->grad = add(leaf->grad, grad);
   }
+  if (leaf->post_accumulate_hooks.empty()) return;
+  const Tensor accumulated(leaf);
+  for (const auto& hook : leaf->post_accumulate_hooks) hook(accumulated);
 }
 
 // The nodes reachable from root, each with `pending` = how many edges point at it. The scratch

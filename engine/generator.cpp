@@ -8,7 +8,7 @@
 namespace ag {
 
 uint64_t Generator::next_u64() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+  uint64_t z = (state_ += kIncrement);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
@@ -38,6 +38,19 @@ int64_t Generator::randint(int64_t low, int64_t high) {
   while (bits >= limit) bits = next_u64();
   return low + static_cast<int64_t>(bits % range);
 }
+
+namespace {
+const BatchShard* active_shard = nullptr;
+}
+
+BatchShardGuard::BatchShardGuard(const BatchShard& shard) : previous_(active_shard), shard_(shard) {
+  AG_CHECK(shard.first >= 0 && shard.rows >= 0 && shard.first + shard.rows <= shard.global_rows,
+           "BatchShardGuard: rows [{}, {}) do not fit a global batch of {}", shard.first, shard.first + shard.rows,
+           shard.global_rows);
+  active_shard = &shard_;
+}
+BatchShardGuard::~BatchShardGuard() { active_shard = previous_; }
+const BatchShard* current_batch_shard() { return active_shard; }
 
 Generator& default_generator() {
   static Generator generator(0);

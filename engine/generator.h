@@ -16,9 +16,10 @@ class Generator {
     has_spare_normal_ = false;
   }
   uint64_t next_u64();
-  double uniform();                            // [0, 1), 53 random bits
-  double normal();                             // mean 0, std 1
-  int64_t randint(int64_t low, int64_t high);  // [low, high), unbiased
+  void skip(uint64_t draws) { state_ += draws * kIncrement; }  // as if next_u64 ran `draws` times
+  double uniform();                                            // [0, 1), 53 random bits
+  double normal();                                             // mean 0, std 1
+  int64_t randint(int64_t low, int64_t high);                  // [low, high), unbiased
 
   // The whole state, for checkpoints; set_state(state()) resumes the same sequence.
   struct State {
@@ -34,10 +35,35 @@ class Generator {
   }
 
  private:
+  static constexpr uint64_t kIncrement = 0x9E3779B97F4A7C15ULL;  // splitmix64's: the counter's step
   uint64_t state_ = 0;
   bool has_spare_normal_ = false;
   double spare_normal_ = 0.0;
 };
+
+// Data parallelism splits a global batch into shards, one per process. While a BatchShardGuard
+// lives, a draw per element of a batch-major tensor (a dropout mask) gives each row of the global
+// batch a stream of its own: row r draws from the generator's position + r·kDrawsPerRow, and the
+// generator then moves past all the global batch's rows. An example's mask thus depends neither on
+// how many processes share the batch nor on the other rows (their padding, say).
+inline constexpr uint64_t kDrawsPerRow = uint64_t{1} << 32;
+struct BatchShard {
+  int64_t first = 0;        // this shard's first row in the global batch
+  int64_t rows = 0;         // its rows
+  int64_t global_rows = 0;  // the global batch's
+};
+class BatchShardGuard {
+ public:
+  explicit BatchShardGuard(const BatchShard& shard);
+  ~BatchShardGuard();
+  BatchShardGuard(const BatchShardGuard&) = delete;
+  BatchShardGuard& operator=(const BatchShardGuard&) = delete;
+
+ private:
+  const BatchShard* previous_;
+  BatchShard shard_;
+};
+const BatchShard* current_batch_shard();  // null outside a guard
 
 // The process-wide generator used when a factory is not given one.
 Generator& default_generator();

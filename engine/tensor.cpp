@@ -212,6 +212,12 @@ void Tensor::register_hook(TensorHook hook) const {
   }
 }
 
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const {
+  AG_CHECK(is_leaf() && requires_grad(),
+           "register_post_accumulate_grad_hook: expected a leaf that requires grad (only leaves accumulate a grad)");
+  impl_->post_accumulate_hooks.push_back(std::move(hook));
+}
+
 uint64_t Tensor::version() const { return impl_->storage->version; }
 
 void Tensor::check_writable(std::string_view op) const {

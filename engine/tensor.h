@@ -75,6 +75,9 @@ class Tensor {
   Tensor detach() const;  // shares storage, no grad_fn, requires_grad false
   void retain_grad() const;
   void register_hook(TensorHook hook) const;
+  // A leaf's hook that runs after a backward has accumulated this walk's whole gradient into
+  // grad() (PyTorch's register_post_accumulate_grad_hook): the gradient is final for the walk.
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
   uint64_t version() const;
 
   // In-place writes. Never recorded: allowed on tensors that need no gradient, and on
@@ -104,6 +107,7 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;
   std::weak_ptr<Node> grad_accumulator;  // leaves: the AccumulateGrad node of the live graphs
   std::vector<TensorHook> hooks;         // leaves' hooks (a non-leaf keeps its hooks on grad_fn)
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves only
 };
 
 // Factories. Floating factories default to f32.

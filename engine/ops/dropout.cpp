@@ -11,13 +11,32 @@ namespace ag {
 
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   Tensor mask = empty(shape, dtype);
+  const BatchShard* shard = current_batch_shard();
+  AG_CHECK(shard == nullptr || (!shape.empty() && shape[0] == shard->rows),
+           "dropout in a data-parallel step: expected a batch-major tensor whose first dimension is the shard's {} "
+           "rows, got shape {}",
+           shard ? shard->rows : 0, shape_str(shape));
+  const int64_t rows = shard ? shard->rows : 1, per_row = rows > 0 ? mask.numel() / rows : 0;
+  AG_CHECK(static_cast<uint64_t>(per_row) <= kDrawsPerRow,
+           "dropout: a row of {} elements is more than a row's {} draws", per_row, kDrawsPerRow);
+  const Generator::State start = gen.state();
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
     const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
-    T* pm = mask.data<T>();
     // Serial: one draw per element in row-major order, so a seed gives the same mask on every
-    // machine and thread count.
-    for (int64_t i = 0, n = mask.numel(); i < n; ++i) pm[i] = gen.uniform() >= p ? scale : T(0);
+    // machine and thread count. In a shard, each row from its own stream (engine/generator.h).
+    for (int64_t row = 0; row < rows; ++row) {
+      if (shard) {
+        gen.set_state(start);
+        gen.skip(static_cast<uint64_t>(shard->first + row) * kDrawsPerRow);
+      }
+      T* pm = mask.data<T>() + row * per_row;
+      for (int64_t i = 0; i < per_row; ++i) pm[i] = gen.uniform() >= p ? scale : T(0);
+    }
   });
+  if (shard) {
+    gen.set_state(start);
+    gen.skip(static_cast<uint64_t>(shard->global_rows) * kDrawsPerRow);
+  }
   return mask;
 }
 

@@ -107,6 +107,20 @@ TEST(Autograd, HooksCanReplaceTheGradient) {
   EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{11.0, 11.0}));
 }
 
+TEST(Autograd, PostAccumulateHookSeesTheWalksWholeGradientOnce) {
+  Tensor w = tensor({1.0, 2.0}, {2}).requires_grad_();
+  std::vector<std::vector<double>> seen;
+  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) { seen.push_back(leaf.grad().to_vector()); });
+  sum(add(mul(w, 3.0), mul(w, w))).backward();  // two paths meet at w: the hook runs once, after both
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::vector<double>{5.0, 7.0}));  // 3 + 2w
+  sum(w).backward();                                    // accumulates: the hook sees the sum
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1], (std::vector<double>{6.0, 8.0}));
+  Tensor not_leaf = mul(w, 2.0);
+  expect_error([&] { not_leaf.register_post_accumulate_grad_hook([](const Tensor&) {}); }, {"expected a leaf"});
+}
+
 TEST(Autograd, InPlaceChangeOfASavedOutputIsAnError) {
   Tensor x = tensor({1.0, 2.0}, {2}).requires_grad_();
   Tensor y = exp(x);  // saves y

@@ -269,6 +269,30 @@ TEST(Dropout, SameSeedSameMaskBitForBit) {
   EXPECT_NE(dropout(x, 0.5, true, a).to_vector(), ya);
 }
 
+// Data parallelism: under a BatchShardGuard, the shards' masks are the rows of the whole batch's
+// mask, the generator ends where the whole batch leaves it, and a row's mask does not depend on
+// the other rows' padding (the padded dimension comes first within a row).
+TEST(Dropout, ShardsOfABatchDrawTheRowsOfTheWholeBatchsMask) {
+  const Tensor x = ones({6, 2, 3}, f64);
+  auto masked = [&](int64_t first, int64_t rows, const Tensor& input) {
+    Generator gen(7);
+    const BatchShardGuard guard({.first = first, .rows = rows, .global_rows = 6});
+    Tensor out = dropout(input, 0.5, true, gen);
+    return std::pair{out, gen.state().counter};
+  };
+  const auto [whole, whole_end] = masked(0, 6, x);
+  for (const auto& [first, rows] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 3}, {1, 4}, {6, 0}}) {
+    const auto [part, part_end] = masked(first, rows, narrow(x, 0, first, rows));
+    EXPECT_EQ(part.to_vector(), narrow(whole, 0, first, rows).to_vector()) << "rows " << first << "+" << rows;
+    EXPECT_EQ(part_end, whole_end);
+  }
+  const auto [longer, _] = masked(0, 6, ones({6, 5, 3}, f64));  // padded to 5 instead of 2
+  EXPECT_EQ(narrow(longer, 1, 0, 2).to_vector(), whole.to_vector());
+  const BatchShardGuard guard({.first = 0, .rows = 2, .global_rows = 6});
+  Generator gen(7);
+  expect_error([&] { dropout(ones({3, 2}), 0.5, true, gen); }, {"batch-major", "2 rows", "(3,2)"});
+}
+
 TEST(Dropout, EvalAndPZeroAreTheIdentity) {
   Tensor x = randn({4, 5}).requires_grad_();
   Generator gen(3);
