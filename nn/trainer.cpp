@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "engine/autograd.h"
+#include "engine/hash.h"
 #include "nn/checkpoint.h"
 
 namespace ag::nn {
@@ -104,15 +105,19 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOp
       task_(task),
       options_(std::move(options)),
       shuffle_(options_.seed),
-      best_score_(-INFINITY) {
+      best_score_(-INFINITY),
+      shard_(dist::this_shard()) {
   AG_CHECK(options_.epochs >= 1, "trainer: epochs must be at least 1, got {}", options_.epochs);
   AG_CHECK(options_.batch_size >= 1, "trainer: batch size must be at least 1, got {}", options_.batch_size);
   AG_CHECK(task_.train_size() >= 1, "trainer: the training set is empty");
+  AG_CHECK(options_.micro_batches >= 1, "trainer: micro_batches must be at least 1, got {}", options_.micro_batches);
   AG_CHECK(options_.steps_per_epoch >= 0 && options_.max_steps >= 0 &&
                (options_.max_steps == 0 || options_.max_steps > (options_.epochs - 1) * options_.steps_per_epoch),
            "trainer: max_steps {} does not fall in the last of {} epochs of {} steps", options_.max_steps,
            options_.epochs, options_.steps_per_epoch);
   epoch_start_shuffle_ = shuffle_.state();
+  if (shard_.ranks > 1) reducer_ = std::make_unique<dist::GradientReducer>(optimizer_.params());
+  if (!dist::is_root()) options_.out_dir.clear();  // rank 0 alone writes the files
 }
 
 void Trainer::resume(const std::string& last_checkpoint) {
@@ -191,7 +196,8 @@ std::vector<std::vector<int64_t>> Trainer::draw_batches(int64_t epoch) {
 }
 
 TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
-  const int signal = stop_signal.exchange(0);
+  int signal = stop_signal.exchange(0);
+  if (signal == 0) signal = SIGTERM;  // another rank got it
   std::string kept = "no checkpoint was written";
   if (!options_.out_dir.empty()) {
     std::map<std::string, std::string> meta = checkpoint_metadata();
@@ -207,7 +213,10 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
   return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), where, kept), signal);
 }
 
-void Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step) {
+// One optimizer step on the global batch: this rank's shard of it forward and backward (its mean
+// loss weighted by its share of the batch, so the gradients summed over the ranks are those of the
+// batch's mean loss), then the step. Returns whether any rank was asked to stop.
+bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   if (options_.lr_schedule) {
     const int64_t global_step = options_.steps_per_epoch > 0 ? (epoch - 1) * options_.steps_per_epoch + step
@@ -215,16 +224,33 @@ void Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
     optimizer_.set_lr(options_.lr_schedule(global_step));
   }
   optimizer_.zero_grad();
-  Tensor loss = task_.loss(batch);
-  const double value = loss.item();
+  const int64_t global_rows = static_cast<int64_t>(batch.size());
+  const int64_t shard_first = shard_.begin(global_rows), shard_rows = shard_.end(global_rows) - shard_first;
+  const int64_t parts = options_.micro_batches;
+  const bool whole = shard_.ranks == 1 && parts == 1;          // the batch in one forward and backward
+  double step_numbers[2] = {0, stop_signal != 0 ? 1.0 : 0.0};  // the batch's mean loss, stop requests
+  for (int64_t part = 0; part < parts; ++part) {               // this rank's shard, in micro-batches
+    const int64_t first = shard_first + shard_rows * part / parts;
+    const int64_t rows = shard_first + shard_rows * (part + 1) / parts - first;
+    if (rows == 0) continue;
+    // Each example's dropout mask from a stream of its own: the same under any split of the batch.
+    const BatchShardGuard in_shard({.first = first, .rows = rows, .global_rows = global_rows});
+    Tensor loss = task_.loss({batch.begin() + first, batch.begin() + first + rows});
+    const double share = static_cast<double>(rows) / static_cast<double>(global_rows);
+    step_numbers[0] += loss.item() * share;
+    if (reducer_ && part == parts - 1) reducer_->arm();  // this backward finishes the gradients
+    loss.backward(whole ? Tensor() : full(loss.shape(), share, loss.dtype()));
+  }
+  if (reducer_) reducer_->finish(step_numbers);
+  const double value = step_numbers[0];
   if (!std::isfinite(value))
     throw TrainingDiverged(
         fmt::format("training diverged: the loss is {} at epoch {}, step {}", value, epoch, step + 1));
-  loss.backward();
   if (options_.clip_grad_norm > 0) clip_grad_norm(optimizer_.params(), options_.clip_grad_norm);
   optimizer_.step();
-  loss_sum_ += value * static_cast<double>(batch.size());
+  loss_sum_ += value * static_cast<double>(global_rows);
   step_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return step_numbers[1] > 0;
 }
 
 double Trainer::train_epoch(int64_t epoch) {
@@ -241,10 +267,10 @@ double Trainer::train_epoch(int64_t epoch) {
   for (int64_t step = 0; step < resume_step_; ++step) examples += static_cast<int64_t>(batches[step].size());
   loss_sum_ = resume_loss_sum_;
   for (int64_t step = resume_step_; step < steps; ++step) {
-    train_step(batches[step], epoch, step);
+    const bool stop = train_step(batches[step], epoch, step);
     examples += static_cast<int64_t>(batches[step].size());
     bar.update(step + 1, resume_step_, loss_sum_ / static_cast<double>(examples));
-    if (stop_signal) throw interrupted(epoch, step + 1);
+    if (stop) throw interrupted(epoch, step + 1);
   }
   resume_step_ = 0;
   resume_loss_sum_ = 0;
@@ -292,7 +318,40 @@ void Trainer::save_epoch(const EpochRecord& record, bool best) {
   write_metrics();
 }
 
+// The task's metrics over its evaluation set, each rank evaluating its shard.
+std::map<std::string, double> Trainer::evaluate() {
+  NoGradGuard no_grad;
+  model_.eval();
+  const MetricSums sums = task_.evaluate(shard_);
+  std::vector<double> flat;
+  std::string names;
+  for (const auto& [name, metric] : sums) {
+    flat.insert(flat.end(), {metric.sum, metric.count});
+    names += name + "\n";
+  }
+  if (shard_.ranks > 1) {
+    dist::check_same_on_every_rank(fnv1a64(names), "the names of the evaluation's metrics");
+    dist::sum_over_ranks(flat);
+  }
+  std::map<std::string, double> metrics;
+  size_t at = 0;
+  for (const auto& [name, _] : sums) {
+    metrics[name] = flat[at] / flat[at + 1];
+    at += 2;
+  }
+  return metrics;
+}
+
+// Data parallelism: every rank must hold the same parameters and optimizer state.
+void Trainer::check_ranks_agree(const std::string& when) const {
+  if (shard_.ranks == 1) return;
+  std::vector<Tensor> state = optimizer_.params();
+  for (const auto& [name, tensor] : optimizer_.state_dict()) state.push_back(tensor);
+  dist::check_same_on_every_rank(dist::checksum(state), "the parameters and optimizer state " + when);
+}
+
 std::vector<EpochRecord> Trainer::fit() {
+  check_ranks_agree("at the start");
   if (options_.out_dir.empty()) return run_epochs();
   create_output_folder(options_.out_dir);
   // Each epoch's files are replaced atomically but not synced (that would cost more than the
@@ -313,12 +372,7 @@ std::vector<EpochRecord> Trainer::fit() {
 
 std::vector<EpochRecord> Trainer::run_epochs() {
   for (int64_t epoch = static_cast<int64_t>(history_.size()) + 1; epoch <= options_.epochs; ++epoch) {
-    EpochRecord record{epoch, train_epoch(epoch), {}};
-    {
-      NoGradGuard no_grad;
-      model_.eval();
-      record.metrics = task_.evaluate();
-    }
+    EpochRecord record{epoch, train_epoch(epoch), evaluate()};
     if (options_.steps_per_epoch > 0) {
       record.metrics["iter"] = static_cast<double>((epoch - 1) * options_.steps_per_epoch + steps_in_epoch(epoch));
       record.metrics["lr"] = optimizer_.lr();
@@ -326,6 +380,7 @@ std::vector<EpochRecord> Trainer::run_epochs() {
     const bool best = score(record) > best_score_;  // strictly: the earliest epoch wins a tie
     if (best) best_score_ = score(record);
     history_.push_back(record);
+    check_ranks_agree(fmt::format("after epoch {}", epoch));
     if (!options_.out_dir.empty()) save_epoch(record, best);
   }
   return history_;

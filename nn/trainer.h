@@ -1,14 +1,18 @@
 // Trainer: epochs over seeded-shuffled batches, evaluation after each epoch, metrics.csv, a
-// progress bar, checkpoints (last, and best by a metric the task chooses) and resume.
+// progress bar, checkpoints (last, and best by a metric the task chooses) and resume. Under
+// mpirun, data-parallel (nn/distributed.h): each rank takes its shard of every global batch and
+// of the evaluation; the gradients and metrics are summed over the ranks.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/error.h"
 #include "nn/checkpoint.h"
+#include "nn/distributed.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 
@@ -22,21 +26,33 @@ struct BestEpochRule {
   bool higher_is_better = false;
 };
 
+// An evaluation's metric as a sum over examples (or elements) and their count: the metric is
+// sum / count, so the parts that data-parallel ranks evaluate add up.
+struct MetricSum {
+  double sum = 0;
+  double count = 0;
+};
+using MetricSums = std::map<std::string, MetricSum>;
+
 // What the Trainer asks of a task. The Trainer sets train/eval mode and grad mode around calls.
 class TrainTask {
  public:
   virtual ~TrainTask() = default;
   virtual int64_t train_size() const = 0;
-  // The mean loss over the training examples at these indices (model in train mode).
+  // The mean loss over the training examples at these indices (model in train mode). Data
+  // parallelism weights it by the share of the global batch: the mean must be over examples.
   virtual Tensor loss(const std::vector<int64_t>& batch) = 0;
   // Metrics after an epoch (model in eval mode, no grad): "val_loss" if there is a validation set.
-  virtual std::map<std::string, double> evaluate() = 0;
+  // Over this rank's part of the evaluation examples (shard.begin(n) to shard.end(n)), which may be
+  // empty; every rank returns the same names.
+  virtual MetricSums evaluate(const dist::Shard& shard) = 0;
   virtual BestEpochRule best_epoch_rule() const { return {}; }
 };
 
 struct TrainerOptions {
   int64_t epochs = 100;
-  int64_t batch_size = 16;
+  int64_t batch_size = 16;    // the global batch (all ranks')
+  int64_t micro_batches = 1;  // each rank's shard of a batch in this many forward/backward passes, gradients summed
   // 0: an epoch is one pass over the training set in a seeded shuffle. N > 0: an epoch is N
   // steps, each on batch_size indices drawn uniformly from [0, train_size()) (nanoGPT's random
   // windows), and metrics.csv gains the columns iter (steps so far) and lr.
@@ -44,7 +60,7 @@ struct TrainerOptions {
   int64_t max_steps = 0;                              // with steps_per_epoch: the last epoch ends here (0: no cut)
   std::function<double(int64_t step)> lr_schedule{};  // if set: the lr of each step, counted from 0
   double clip_grad_norm = 0;                          // > 0: the gradients' global norm is clipped to it
-  int64_t tokens_per_step = 0;                        // > 0: the progress bar shows tokens/s
+  int64_t tokens_per_step = 0;                        // > 0: the progress bar shows tokens/s (global)
   uint64_t seed = 0;
   std::string out_dir;   // metrics.csv, last.safetensors, best.safetensors; nothing written if empty
   bool progress = true;  // the bar on stderr, only when stderr is a terminal
@@ -93,7 +109,9 @@ class Trainer {
   int64_t total_steps() const;
   std::vector<std::vector<int64_t>> draw_batches(int64_t epoch);
   double train_epoch(int64_t epoch);
-  void train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step);  // adds to loss_sum_
+  bool train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step);  // adds to loss_sum_
+  std::map<std::string, double> evaluate();
+  void check_ranks_agree(const std::string& when) const;
   TrainingInterrupted interrupted(int64_t epoch, int64_t step);
   std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);
@@ -112,6 +130,8 @@ class Trainer {
   double resume_loss_sum_ = 0;
   double loss_sum_ = 0;  // of the current epoch's steps so far
   std::vector<double> step_seconds_;
+  dist::Shard shard_;                               // this process's part of each batch
+  std::unique_ptr<dist::GradientReducer> reducer_;  // with more than one rank
 };
 
 // Installs SIGINT, SIGTERM and SIGHUP handlers that ask a running Trainer to stop after its

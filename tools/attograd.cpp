@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "engine/threads.h"
+#include "nn/distributed.h"
 #include "nn/trainer.h"
 #include "tools/commands.h"
 
@@ -29,6 +30,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (!ag::nn::dist::is_root()) return e.get_exit_code() == 0 ? 0 : 2;  // rank 0 says it
     return app.exit(e) == 0 ? 0 : 2;  // prints the message (and usage); --help and --version are not errors
   }
   if (mode == Mode::parse_only) return 0;
@@ -36,16 +38,15 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   try {
     for (const ag::cli::Command& command : commands)
       if (command.app->parsed()) return command.run();
-  } catch (const ag::nn::TrainingDiverged& e) {
-    std::cerr << "attograd: error: " << e.what() << "\n";
+  } catch (const ag::nn::TrainingDiverged& e) {  // every rank of a data-parallel job stops here: rank 0 says it
+    if (ag::nn::dist::is_root()) std::cerr << "attograd: error: " << e.what() << "\n";
     return 3;
-  } catch (const ag::nn::TrainingInterrupted& e) {
-    std::cerr << "attograd: " << e.what() << "\n";
-    return 128 + e.signal;  // as a shell reports a process the signal ended: 130 for SIGINT
-  } catch (const ag::Error& e) {
-    std::cerr << "attograd: error: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
+  } catch (const ag::nn::TrainingInterrupted& e) {  // likewise
+    if (ag::nn::dist::is_root()) std::cerr << "attograd: " << e.what() << "\n";
+    return 128 + e.signal;             // as a shell reports a process the signal ended: 130 for SIGINT
+  } catch (const std::exception& e) {  // ag::Error included
+    // In a data-parallel job the other ranks would wait for this one: end them all.
+    if (ag::nn::dist::ranks() > 1) ag::nn::dist::abort_job(std::string("error: ") + e.what(), 1);
     std::cerr << "attograd: error: " << e.what() << "\n";
     return 1;
   }

@@ -13,6 +13,7 @@ packages=(
   libgoogle-perftools-dev  # tcmalloc for the attograd program
   python3  # tests/tools/edit_checkpoint.py (the bad-input test), no torch needed
   graphviz  # `attograd graph --format svg` runs its dot
+  libopenmpi-dev openmpi-bin  # data parallelism over MPI (nn/distributed.h; the mpi tests run mpirun)
 )
 
 missing=()

@@ -40,7 +40,14 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
   if (epochs)
     app->add_option("--epochs", options.epochs, "Passes over the training set")->check(kCount)->capture_default_str();
   CLI::Option* lr = app->add_option("--lr", options.lr, lr_help)->check(kPositiveFinite)->capture_default_str();
-  app->add_option("--batch-size", options.batch_size, "Examples per step")->check(kCount)->capture_default_str();
+  app->add_option("--batch-size", options.batch_size, "Examples per step (under mpirun: of all ranks together)")
+      ->check(kCount)
+      ->capture_default_str();
+  app->add_option("--micro-batches", options.micro_batches,
+                  "Run each batch (each rank's share) in this many forward/backward passes, their gradients summed: "
+                  "the same step in less memory")
+      ->check(kCount)
+      ->capture_default_str();
   app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
   app->add_option("--out", options.out, "Output folder")->capture_default_str();
   app->add_option("--resume", options.resume, "Continue the run in this output folder (its last.safetensors)")

@@ -44,26 +44,28 @@ Tensor windows(const std::vector<int64_t>& ids, const std::vector<int64_t>& star
   return out;
 }
 
-// Mean cross-entropy (nats per character) of the model over every non-overlapping window of
-// `ids` (window k: inputs [kT, kT + T), targets one further), and the number of targets.
+// The model's cross-entropy summed over the non-overlapping windows of `ids` that are the shard's
+// (window k: inputs [kT, kT + T), targets one further), and the number of targets.
 struct WindowLoss {
-  double nats = 0;
+  double nats_sum = 0;
   int64_t targets = 0;
+  double nats() const { return nats_sum / static_cast<double>(targets); }  // per character
 };
 
-WindowLoss window_loss(nn::GPT& model, const std::vector<int64_t>& ids) {
+WindowLoss window_loss(nn::GPT& model, const std::vector<int64_t>& ids, const nn::dist::Shard& shard = {}) {
   NoGradGuard no_grad;
   const int64_t T = model.config.block_size, count = (static_cast<int64_t>(ids.size()) - 1) / T;
+  const int64_t end = shard.end(count);
   double total = 0;
-  for (int64_t first = 0; first < count; first += kEvalWindowsPerBatch) {
+  for (int64_t first = shard.begin(count); first < end; first += kEvalWindowsPerBatch) {
     std::vector<int64_t> starts;
-    for (int64_t k = first; k < std::min(count, first + kEvalWindowsPerBatch); ++k) starts.push_back(k * T);
+    for (int64_t k = first; k < std::min(end, first + kEvalWindowsPerBatch); ++k) starts.push_back(k * T);
     const Tensor logits = model.forward(windows(ids, starts, T, 0));  // (B, T, V)
     const Tensor targets = windows(ids, starts, T, 1);                // (B, T)
     total += cross_entropy(reshape(logits, {-1, model.config.vocab_size}), reshape(targets, {-1}), -100, Reduction::sum)
                  .item();
   }
-  return {total / static_cast<double>(count * T), count * T};
+  return {total, (end - shard.begin(count)) * T};
 }
 
 double bits(double nats) { return nats / std::numbers::ln2; }
@@ -82,9 +84,10 @@ class CharLMTask : public nn::TrainTask {
                          reshape(windows(split_.train, starts, T, 1), {-1}));
   }
 
-  std::map<std::string, double> evaluate() override {
-    const double val = window_loss(model_, split_.val).nats;
-    return {{"val_loss", val}, {"val_bpc", bits(val)}};
+  nn::MetricSums evaluate(const nn::dist::Shard& shard) override {
+    const WindowLoss val = window_loss(model_, split_.val, shard);
+    const auto targets = static_cast<double>(val.targets);
+    return {{"val_loss", {val.nats_sum, targets}}, {"val_bpc", {bits(val.nats_sum), targets}}};
   }
 
  private:
@@ -340,7 +343,7 @@ int eval(const EvalOptions& options) {
            text.path, options.split, part.size(), T);
   const WindowLoss loss = window_loss(*trained.model, part);
   fmt::print("{} loss {:.6f} nats/char, {:.6f} bits/char over {} characters ({} windows of {}) of {}\n", options.split,
-             loss.nats, bits(loss.nats), loss.targets, loss.targets / T, T, text.path);
+             loss.nats(), bits(loss.nats()), loss.targets, loss.targets / T, T, text.path);
   return 0;
 }
 

@@ -15,7 +15,8 @@ namespace ag::tasks {
 struct TrainingOptions {
   int64_t epochs = 100;
   double lr = 1e-2;
-  int64_t batch_size = 16;
+  int64_t batch_size = 16;    // the global batch (all ranks')
+  int64_t micro_batches = 1;  // each batch (each rank's shard) in this many passes, gradients summed
   uint64_t seed = 0;
   std::string out{};
   std::string resume{};  // an OUT folder to continue
@@ -37,6 +38,8 @@ using TrainerSettings = std::function<void(nn::TrainerOptions&)>;
 
 // Writes OUT/config.json, runs the Trainer (continuing OUT/last.safetensors of options.resume)
 // and returns the whole history; with `step_seconds`, also the wall time of each step it ran.
+// Under mpirun, every rank trains its shard; the ranks other than 0 then leave the MPI job and
+// exit 0 here, and rank 0 alone goes on to report and write files.
 std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
                                           const TrainingOptions& options, const std::string& config,
                                           const std::map<std::string, std::string>& checkpoint_metadata = {},

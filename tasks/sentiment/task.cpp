@@ -76,37 +76,58 @@ std::vector<int64_t> all_rows(size_t n) {
   return rows;
 }
 
-// The logits of every sentence (N), as a forward pass would give them: the caller sets eval mode
-// and no grad. Sets larger than one chunk go in chunks of sentences of similar length, so a long
-// sentence pads only its neighbours (attention is quadratic in the padded length).
-Tensor all_logits(SentimentClassifier& model, const EncodedSentences& sentences) {
+// The rows of n that are the shard's.
+std::vector<int64_t> shard_rows(const nn::dist::Shard& shard, int64_t n) {
+  std::vector<int64_t> rows(static_cast<size_t>(shard.end(n) - shard.begin(n)));
+  std::iota(rows.begin(), rows.end(), shard.begin(n));
+  return rows;
+}
+
+// The logits of these sentences (in their order), as a forward pass would give them: the caller
+// sets eval mode and no grad. More than one chunk go in chunks of sentences of similar length, so
+// a long sentence pads only its neighbours (attention is quadratic in the padded length).
+Tensor logits_of(SentimentClassifier& model, const EncodedSentences& sentences, const std::vector<int64_t>& rows) {
   constexpr size_t kChunk = 128;
-  std::vector<int64_t> order = all_rows(sentences.examples.size());
+  if (rows.empty()) return empty({0});
+  std::vector<int64_t> order = rows;
   if (order.size() <= kChunk) {
     auto [indices, padding] = sentences.batch(order);
     return model(indices, padding);
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return sentences.indices[a].size() < sentences.indices[b].size(); });
-  std::vector<double> logits(order.size());
-  for (size_t first = 0; first < order.size(); first += kChunk) {
-    const std::vector<int64_t> chunk(order.begin() + first, order.begin() + std::min(first + kChunk, order.size()));
+  std::vector<size_t> position(order.size());  // position[k]: where the k-th shortest row sits in `rows`
+  std::iota(position.begin(), position.end(), 0);
+  std::stable_sort(position.begin(), position.end(), [&](size_t a, size_t b) {
+    return sentences.indices[rows[a]].size() < sentences.indices[rows[b]].size();
+  });
+  std::vector<double> logits(rows.size());
+  for (size_t first = 0; first < position.size(); first += kChunk) {
+    std::vector<int64_t> chunk;
+    for (size_t k = first; k < std::min(first + kChunk, position.size()); ++k) chunk.push_back(rows[position[k]]);
     auto [indices, padding] = sentences.batch(chunk);
     const Tensor out = model(indices, padding);
-    for (size_t k = 0; k < chunk.size(); ++k) logits[chunk[k]] = out.at({static_cast<int64_t>(k)});
+    for (size_t k = 0; k < chunk.size(); ++k) logits[position[first + k]] = out.at({static_cast<int64_t>(k)});
   }
   return tensor(logits, {static_cast<int64_t>(logits.size())});
 }
 
-int64_t correct_count(const Tensor& logits, const std::vector<Example>& examples) {
+Tensor all_logits(SentimentClassifier& model, const EncodedSentences& sentences) {
+  return logits_of(model, sentences, all_rows(sentences.examples.size()));
+}
+
+// How many of the logits (one per row) are on the side of their sentence's label.
+int64_t correct_count(const Tensor& logits, const EncodedSentences& sentences, const std::vector<int64_t>& rows) {
   int64_t correct = 0;
-  for (size_t i = 0; i < examples.size(); ++i)
-    correct += (logits.at({static_cast<int64_t>(i)}) > 0) == examples[i].label;
+  for (size_t i = 0; i < rows.size(); ++i)
+    correct += (logits.at({static_cast<int64_t>(i)}) > 0) == sentences.examples[rows[i]].label;
   return correct;
 }
 
-double accuracy_of(const Tensor& logits, const std::vector<Example>& examples) {
-  return static_cast<double>(correct_count(logits, examples)) / static_cast<double>(examples.size());
+int64_t correct_count(const Tensor& logits, const EncodedSentences& sentences) {
+  return correct_count(logits, sentences, all_rows(sentences.examples.size()));
+}
+
+double accuracy_of(const Tensor& logits, const EncodedSentences& sentences) {
+  return static_cast<double>(correct_count(logits, sentences)) / static_cast<double>(sentences.size());
 }
 
 Predictions predictions_of(const Tensor& logits, const EncodedSentences& sentences) {
@@ -134,14 +155,22 @@ class SentimentTask : public nn::TrainTask {
     return binary_cross_entropy_with_logits(model_(indices, padding), train_.labels(batch));
   }
 
-  std::map<std::string, double> evaluate() override {
-    std::map<std::string, double> metrics;
-    if (track_train_accuracy_) metrics["train_accuracy"] = accuracy_of(all_logits(model_, train_), train_.examples);
+  // Over the shard's sentences of each set.
+  nn::MetricSums evaluate(const nn::dist::Shard& shard) override {
+    nn::MetricSums metrics;
+    if (track_train_accuracy_) {
+      const std::vector<int64_t> rows = shard_rows(shard, train_.size());
+      metrics["train_accuracy"] = {static_cast<double>(correct_count(logits_of(model_, train_, rows), train_, rows)),
+                                   static_cast<double>(rows.size())};
+    }
     if (validation_.size() > 0) {
-      const Tensor logits = all_logits(model_, validation_);
-      metrics["val_loss"] =
-          binary_cross_entropy_with_logits(logits, validation_.labels(all_rows(validation_.examples.size()))).item();
-      metrics["val_accuracy"] = accuracy_of(logits, validation_.examples);
+      const std::vector<int64_t> rows = shard_rows(shard, validation_.size());
+      const Tensor logits = logits_of(model_, validation_, rows);
+      const Tensor loss_sum =
+          rows.empty() ? scalar(0) : binary_cross_entropy_with_logits(logits, validation_.labels(rows), Reduction::sum);
+      metrics["val_loss"] = {loss_sum.item(), static_cast<double>(rows.size())};
+      metrics["val_accuracy"] = {static_cast<double>(correct_count(logits, validation_, rows)),
+                                 static_cast<double>(rows.size())};
     }
     return metrics;
   }
@@ -278,7 +307,7 @@ int eval_uci(const TrainedClassifier& trained, const std::string& split) {
   const Tensor logits = all_logits(*trained.model, sentences);
   const Tensor labels = sentences.labels(all_rows(sentences.examples.size()));
   fmt::print("UCI {} split: accuracy {:.2f}% ({} of {}), BCE loss {:.4f}\n", split,
-             100 * accuracy_of(logits, sentences.examples), correct_count(logits, sentences.examples), sentences.size(),
+             100 * accuracy_of(logits, sentences), correct_count(logits, sentences), sentences.size(),
              binary_cross_entropy_with_logits(logits, labels).item());
   const Predictions predictions = predictions_of(logits, sentences);
   print_report(predictions, split);
@@ -298,8 +327,8 @@ int eval(const EvalOptions& options) {
   NoGradGuard no_grad;
   auto [indices, padding] = sentences.batch(rows);
   const Tensor logits = (*trained.model)(indices, padding);
-  fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100 * accuracy_of(logits, sentences.examples),
-             correct_count(logits, sentences.examples), rows.size(),
+  fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100 * accuracy_of(logits, sentences),
+             correct_count(logits, sentences), rows.size(),
              binary_cross_entropy_with_logits(logits, sentences.labels(rows)).item(),
              options.data.empty() ? "seed 002's test sentences" : options.data);
   return 0;

@@ -39,9 +39,14 @@ class SquaresTask : public nn::TrainTask {
     return mse_loss(model_.teacher_forced(X), split(X).target);
   }
 
-  // The validation MSE of autoregressive predictions (eval mode) on the held-out squares.
-  std::map<std::string, double> evaluate() override {
-    return {{"val_loss", mse_loss(model_.predict(test_.source), test_.target).item()}};
+  // The validation MSE of autoregressive predictions (eval mode) on the shard's held-out squares.
+  nn::MetricSums evaluate(const nn::dist::Shard& shard) override {
+    const int64_t n = test_.source.size(0), first = shard.begin(n), rows = shard.end(n) - first;
+    if (rows == 0) return {{"val_loss", {}}};
+    const Tensor target = narrow(test_.target, 0, first, rows);
+    const Tensor squared_errors =
+        mse_loss(model_.predict(narrow(test_.source, 0, first, rows)), target, Reduction::sum);
+    return {{"val_loss", {squared_errors.item(), static_cast<double>(target.numel())}}};
   }
 
  private:
