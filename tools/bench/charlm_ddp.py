@@ -40,6 +40,9 @@ def run(rank, a):
     params = list(model.parameters())
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
+    # gloo cannot broadcast the peer's bool causal-mask buffers; they are the same on every rank anyway.
+    torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+        model, [name for name, buffer in model.named_buffers() if buffer.dtype == torch.bool])
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.99))
