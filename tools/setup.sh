@@ -13,6 +13,7 @@ packages=(
   libgoogle-perftools-dev  # tcmalloc for the attograd program
   python3  # tests/tools/edit_checkpoint.py (the bad-input test), no torch needed
   graphviz  # `attograd graph --format svg` runs its dot
+  time  # /usr/bin/time -v: the peak-memory checks of the CLI tests
 )
 
 missing=()

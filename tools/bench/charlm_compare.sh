@@ -8,6 +8,8 @@
 # Uses build/tools/attograd (tools/setup.sh builds it). Run it alone on a quiet machine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tools/bench/bench_lib.sh"
+attograd="$(attograd_program "$root" charlm_compare)"
 peer="${ATTOGRAD_PEER:-$root/../shared/peer}/charlm_torch.py"
 runs=3 iters=300
 while [ $# -gt 0 ]; do
@@ -17,21 +19,13 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--runs N] [--iters N]" >&2; exit 2 ;;
   esac
 done
-attograd="$root/build/tools/attograd"
-[ -x "$attograd" ] || { echo "charlm_compare: $attograd is missing: run tools/setup.sh" >&2; exit 2; }
 data="$("$root/tools/fetch_data.sh" --where)/moby-dick.txt"
 "$root/tools/fetch_data.sh"
-# The peer as RESULTS.md measured it: torch on OpenBLAS, not the reference BLAS (50x slower).
-update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -q "^Value: .*openblas" || {
-  echo "charlm_compare: the PyTorch peer needs OpenBLAS: apt-get install libopenblas0-openmp" >&2
-  exit 2
-}
+require_openblas charlm_compare
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(grep -o -m1 'avx512f' /proc/cpuinfo || echo AVX2), load $(cut -d' ' -f1-3 /proc/loadavg)"
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-peak_mb() { sed -n 's/.*Maximum resident set size (kbytes): //p' "$1" | awk '{printf "%.0f", $1/1024}'; }
+machine_line
 
 for threads in 1 2; do
   for run in $(seq "$runs"); do
