@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace ag {
 
@@ -64,6 +66,12 @@ class BatchShardGuard {
   BatchShard shard_;
 };
 const BatchShard* current_batch_shard();  // null outside a guard
+
+// Puts `items` in a uniformly random order (Fisher-Yates, drawing randint from the last item down).
+template <class T>
+void shuffle(std::vector<T>& items, Generator& gen) {
+  for (auto i = static_cast<int64_t>(items.size()) - 1; i > 0; --i) std::swap(items[i], items[gen.randint(0, i + 1)]);
+}
 
 // The process-wide generator used when a factory is not given one.
 Generator& default_generator();

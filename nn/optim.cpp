@@ -183,31 +183,32 @@ void Adam::update(Tensor& param, const Tensor& grad, ParamState& state) {
   adam_update(param, grad, state, options.weight_decay);
 }
 
-void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, double l2) {
+void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, double l2, double decay_factor) {
   const double bias_correction1 = 1 - std::pow(options.beta1, static_cast<double>(state.step));
   const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options.beta2, static_cast<double>(state.step)));
   dispatch_floating(param.dtype(), type_name(), [&]<typename T>() {
-    const T* p = param.data<T>();
+    T* p = param.data<T>();
     const T* g = grad.data<T>();
     T* exp_avg = state.buffers[0].data<T>();
     T* exp_avg_sq = state.buffers[1].data<T>();
-    T* out = state.update.data<T>();
     const T beta1 = options.beta1, beta2 = options.beta2, eps = options.eps, decay = l2;
     const T one_minus_beta1 = 1 - options.beta1, one_minus_beta2 = 1 - options.beta2;
-    const T correction2 = bias_correction2_sqrt;
-    // Each element on its own: the same bits for any thread count. (The embeddings of a real
-    // vocabulary make this loop the biggest cost of a small model's step.)
+    const T correction2 = bias_correction2_sqrt, kept = decay_factor, step_size = -lr() / bias_correction1;
+    // Each element on its own, in one pass: the same bits for any thread count, and as the three
+    // passes param.mul_(kept), the moments, param.add_(update, step_size) would give. (The
+    // embeddings of a real vocabulary make this loop the biggest cost of a small model's step.)
     parallel_for_ranges(param.numel(), 16, [&](int64_t begin, int64_t end) {
 #pragma omp simd  // the arrays never overlap
       for (int64_t i = begin; i < end; ++i) {
         const T d = l2 == 0 ? g[i] : g[i] + decay * p[i];
         exp_avg[i] = exp_avg[i] * beta1 + one_minus_beta1 * d;
         exp_avg_sq[i] = exp_avg_sq[i] * beta2 + one_minus_beta2 * d * d;
-        out[i] = exp_avg[i] / (std::sqrt(exp_avg_sq[i]) / correction2 + eps);  // exp_avg / denom
+        const T update = exp_avg[i] / (std::sqrt(exp_avg_sq[i]) / correction2 + eps);  // exp_avg / denom
+        p[i] = p[i] * kept + step_size * update;  // param.addcdiv_(exp_avg, denom, -step_size)
       }
     });
   });
-  param.add_(state.update, -lr() / bias_correction1);  // param.addcdiv_(exp_avg, denom, -step_size)
+  ++param.impl()->storage->version;  // an in-place write, as mul_ and add_ count it
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, const std::vector<Tensor>& no_decay)
@@ -227,8 +228,8 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, const std::vector
 }
 
 void AdamW::update(Tensor& param, const Tensor& grad, ParamState& state) {
-  if (!no_decay_.count(param.impl())) param.mul_(1 - lr() * options.weight_decay);  // param.mul_(1 - lr * weight_decay)
-  adam_update(param, grad, state, 0);
+  // param.mul_(1 - lr * weight_decay), in adam_update's pass
+  adam_update(param, grad, state, 0, no_decay_.count(param.impl()) ? 1 : 1 - lr() * options.weight_decay);
 }
 
 // ---- clip_grad_norm

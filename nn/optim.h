@@ -99,7 +99,9 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options, std::string_view name);
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   void update(Tensor& param, const Tensor& grad, ParamState& state) override;
-  void adam_update(Tensor& param, const Tensor& grad, ParamState& state, double l2);
+  // Adam's step with L2 penalty l2 (Adam's weight decay), the parameter first scaled by
+  // decay_factor (AdamW's decoupled decay, 1 - lr·weight_decay).
+  void adam_update(Tensor& param, const Tensor& grad, ParamState& state, double l2, double decay_factor = 1);
 };
 
 struct AdamWOptions {

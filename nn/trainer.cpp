@@ -189,9 +189,16 @@ std::vector<std::vector<int64_t>> Trainer::draw_batches(int64_t epoch) {
   }
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[shuffle_.randint(0, i + 1)]);  // Fisher-Yates
+  shuffle(order, shuffle_);
+  return task_.batches(order, batch_size, shuffle_);
+}
+
+std::vector<std::vector<int64_t>> TrainTask::batches(const std::vector<int64_t>& shuffled, int64_t batch_size,
+                                                     Generator&) {
+  std::vector<std::vector<int64_t>> batches;
+  const auto n = static_cast<int64_t>(shuffled.size());
   for (int64_t first = 0; first < n; first += batch_size)
-    batches.emplace_back(order.begin() + first, order.begin() + std::min(first + batch_size, n));
+    batches.emplace_back(shuffled.begin() + first, shuffled.begin() + std::min(first + batch_size, n));
   return batches;
 }
 

@@ -47,6 +47,11 @@ class TrainTask {
   // empty; every rank returns the same names.
   virtual MetricSums evaluate(const dist::Shard& shard) = 0;
   virtual BestEpochRule best_epoch_rule() const { return {}; }
+  // An epoch's batches from the shuffled training indices: by default runs of batch_size in that
+  // order. A task may group them otherwise (by length, say), drawing only from `shuffle`, into as
+  // many batches of at most batch_size (a resume and an lr schedule count on that number).
+  virtual std::vector<std::vector<int64_t>> batches(const std::vector<int64_t>& shuffled, int64_t batch_size,
+                                                    Generator& shuffle);
 };
 
 struct TrainerOptions {

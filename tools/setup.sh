@@ -14,6 +14,7 @@ packages=(
   python3  # tests/tools/edit_checkpoint.py (the bad-input test), no torch needed
   graphviz  # `attograd graph --format svg` runs its dot
   libopenmpi-dev openmpi-bin  # data parallelism over MPI (nn/distributed.h; the mpi tests run mpirun)
+  time  # /usr/bin/time -v: the peak-memory checks of the CLI tests
 )
 
 missing=()

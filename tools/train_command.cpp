@@ -72,6 +72,8 @@ void take_uci_defaults(CLI::App* app, sentiment::SentimentOptions& options) {
   if (!given("--out")) options.training.out = uci.training.out;
   if (!given("--dim")) options.dim = uci.dim;
   if (!given("--weight-decay")) options.weight_decay = uci.weight_decay;
+  if (!given("--batching")) options.batching = uci.batching;
+  if (!given("--dropout")) options.dropout = uci.dropout;
 }
 
 Command add_train_sentiment(CLI::App* train) {
@@ -83,7 +85,7 @@ Command add_train_sentiment(CLI::App* train) {
       app->add_option("--dataset", options->dataset,
                       "seed: seed 002's 50 sentences; uci: UCI's 3,000 Amazon, IMDB and Yelp review sentences (hash "
                       "split; its defaults: --epochs 20 --lr 0.001 --batch-size 32 --dim 64 --weight-decay 0.01 "
-                      "--out runs/sentiment-uci)")
+                      "--dropout 0.7 --batching length --out runs/sentiment-uci)")
           ->check(CLI::IsMember({"seed", "uci"}))
           ->capture_default_str();
   app->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
@@ -104,6 +106,11 @@ Command add_train_sentiment(CLI::App* train) {
       ->capture_default_str();
   app->add_option("--dropout", options->dropout, "Dropout on the embeddings while training")
       ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  app->add_option("--batching", options->batching,
+                  "shuffled: batches of shuffled sentences; length: of sentences of similar length, in a shuffled "
+                  "order (--dataset uci's default)")
+      ->check(CLI::IsMember({"shuffled", "length"}))
       ->capture_default_str();
   app->add_option("--min-count", options->min_count,
                   "Times a word must occur in the training sentences to enter the vocabulary")

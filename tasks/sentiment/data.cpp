@@ -1,5 +1,7 @@
 #include "tasks/sentiment/data.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -53,10 +55,8 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
              label.substr(0, 20));
     Example example{line.substr(tab + 1), label == "1"};
     AG_CHECK(valid_utf8(example.text), "{}:{}: the text is not valid UTF-8", source, number);
-    const size_t words = tokenize(example.text).size();
-    AG_CHECK(words > 0, "{}:{}: the text has no words", source, number);
-    AG_CHECK(words <= kMaxWords, "{}:{}: the text has {} words, more than the {} a text may have", source, number,
-             words, kMaxWords);
+    AG_CHECK(!words_of(example.text, Tokenizer::seed002, fmt::format("{}:{}", source, number)).empty(),
+             "{}:{}: the text has no words", source, number);
     examples.push_back(std::move(example));
   }
   AG_CHECK(!examples.empty(), "{}: no examples (expected lines 'label<TAB>text')", source);
@@ -68,24 +68,60 @@ int64_t count_from(const std::vector<Example>& examples, const std::string& sour
                        [&](const Example& e) { return source.empty() || e.source == source; });
 }
 
+std::vector<std::vector<int64_t>> batches_by_length(std::vector<int64_t> order, const std::vector<size_t>& lengths,
+                                                    const BatchLimits& limits) {
+  AG_CHECK(limits.max_rows >= 1 && limits.heads >= 1, "batches_by_length: max_rows and heads must be ≥ 1");
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lengths[a] < lengths[b]; });
+  std::vector<std::vector<int64_t>> batches;
+  for (const int64_t row : order) {
+    const size_t t = std::max<size_t>(1, lengths[row]);  // the longest so far: rows come sorted
+    const bool fits = !batches.empty() && batches.back().size() < limits.max_rows &&
+                      (batches.back().size() + 1) * t * t <= limits.max_cells / limits.heads;
+    if (!fits) batches.emplace_back();
+    batches.back().push_back(row);
+  }
+  return batches;
+}
+
 std::vector<Example> read_tsv(const std::string& path) { return parse_tsv(tasks::read_data_file(path), path); }
 
 namespace {
 
+// A text's words as a tokenizer finds them, refused as soon as there are more than kMaxWords or a
+// word grows past kMaxWordBytes: a runaway line costs no more memory than the caps allow.
+class WordList {
+ public:
+  void extend_word(std::string_view bytes) {
+    current_ += bytes;
+    AG_CHECK(current_.size() <= kMaxWordBytes, "a word is longer than the {} bytes a word may have", kMaxWordBytes);
+  }
+  void end_word() {
+    if (current_.empty()) return;
+    AG_CHECK(words_.size() < kMaxWords, "the text has more than the {} words a text may have", kMaxWords);
+    words_.push_back(std::move(current_));
+    current_.clear();
+  }
+  std::vector<std::string> finish() {
+    end_word();
+    return std::move(words_);
+  }
+
+ private:
+  std::vector<std::string> words_;
+  std::string current_;
+};
+
 std::vector<std::string> seed002_words(const std::string& text) {
-  std::vector<std::string> tokens;
-  std::string current;
+  WordList words;
   for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);
     if (std::isspace(byte)) {
-      if (!current.empty()) tokens.push_back(std::move(current));
-      current.clear();
+      words.end_word();
     } else if (byte >= 0x80 || std::isalnum(byte) || c == '_') {
-      current += static_cast<char>(std::tolower(byte));
+      words.extend_word(std::string(1, static_cast<char>(std::tolower(byte))));
     }  // other ASCII punctuation is dropped
   }
-  if (!current.empty()) tokens.push_back(std::move(current));
-  return tokens;
+  return words.finish();
 }
 
 // Python's str.isalnum() on the code points that matter (see Tokenizer::words), and the apostrophe.
@@ -117,22 +153,19 @@ int32_t lower_case(int32_t code) {
 }
 
 std::vector<std::string> letter_runs(const std::string& text) {
-  std::vector<std::string> tokens;
-  std::string current;
+  WordList words;
   for (size_t i = 0; i < text.size();) {
     const auto [code, length] = next_code_point(text, i);
     if (!is_word_code_point(code)) {
-      if (!current.empty()) tokens.push_back(std::move(current));
-      current.clear();
+      words.end_word();
     } else if (code < 0) {
-      current += text[i];
+      words.extend_word(std::string_view(text).substr(i, 1));
     } else {
-      current += tasks::encode_utf8(std::u32string(1, static_cast<char32_t>(lower_case(code))));
+      words.extend_word(tasks::encode_utf8(std::u32string(1, static_cast<char32_t>(lower_case(code)))));
     }
     i += length;
   }
-  if (!current.empty()) tokens.push_back(std::move(current));
-  return tokens;
+  return words.finish();
 }
 
 }  // namespace
@@ -147,6 +180,14 @@ Tokenizer tokenizer_named(const std::string& name) {
 
 std::vector<std::string> tokenize(const std::string& text, Tokenizer tokenizer) {
   return tokenizer == Tokenizer::words ? letter_runs(text) : seed002_words(text);
+}
+
+std::vector<std::string> words_of(const std::string& text, Tokenizer tokenizer, const std::string& where) {
+  try {
+    return tokenize(text, tokenizer);
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
 }
 
 Vocabulary::Vocabulary(const std::vector<Example>& training, Tokenizer tokenizer, int64_t min_count) {
@@ -176,10 +217,8 @@ int64_t Vocabulary::index(const std::string& word) const {
 
 std::vector<int64_t> Vocabulary::indices(const std::string& text) const {
   std::vector<int64_t> row;
-  for (const std::string& w : tokenize(text)) row.push_back(index(w));
+  for (const std::string& w : words_of(text, tokenizer_, "encode")) row.push_back(index(w));
   if (row.empty()) row.push_back(kUnk);
-  AG_CHECK(row.size() <= kMaxWords, "encode: a text has {} words, more than the {} a text may have: '{}…'", row.size(),
-           kMaxWords, text.substr(0, 40));
   return row;
 }
 

@@ -20,14 +20,31 @@ struct Example {
 // The most words a text may have: attention is quadratic in it, so a runaway line (a whole file
 // without newlines) is an error instead of a multi-gigabyte attention matrix.
 inline constexpr size_t kMaxWords = 1000;
+// The longest word, in bytes: a line that is one endless word is refused before it costs memory.
+inline constexpr size_t kMaxWordBytes = 100;
+
+// How big one batch may be: at most max_rows rows, and at most max_cells attention weights, i.e.
+// rows × T² × heads with T the batch's longest row (a row longer than that budget goes alone).
+struct BatchLimits {
+  size_t max_rows = 256;
+  size_t max_cells = size_t{1} << 21;  // 8 MB of f32 per (N, T, T) tensor
+  size_t heads = 1;
+};
+
+// The task's one way to batch: the rows of `order` stable-sorted by lengths[row] (rows of one
+// length keep their order in `order`) and cut greedily under `limits`. Training cuts a shuffled
+// order into batch_size rows and shuffles the batches; validation, eval and predict cut every row
+// under the memory budget. Either way a short sentence is padded only to its neighbours' length.
+std::vector<std::vector<int64_t>> batches_by_length(std::vector<int64_t> order, const std::vector<size_t>& lengths,
+                                                    const BatchLimits& limits);
 
 // How many of the examples come from `source` ("" counts them all).
 int64_t count_from(const std::vector<Example>& examples, const std::string& source);
 
-
 // Lines "0<TAB>text" or "1<TAB>text"; blank lines and lines starting with '#' are skipped.
-// A malformed line (no tab, another label, text that is not UTF-8, has no words or more than
-// kMaxWords) is an error naming the file, its line number and what was expected.
+// A malformed line (no tab, another label, text that is not UTF-8, has no words, more than
+// kMaxWords or a word longer than kMaxWordBytes) is an error naming the file, its line number and
+// what was expected.
 std::vector<Example> read_tsv(const std::string& path);
 std::vector<Example> parse_tsv(const std::string& text, const std::string& source);
 
@@ -46,7 +63,11 @@ std::string_view tokenizer_name(Tokenizer tokenizer);
 // The tokenizer of a name tokenizer_name gives; an error naming the known ones otherwise.
 Tokenizer tokenizer_named(const std::string& name);
 
+// The words of a text; more than kMaxWords words or a word of more than kMaxWordBytes bytes is an
+// error as soon as the tokenizer reaches it (so a runaway line costs no more memory than that).
 std::vector<std::string> tokenize(const std::string& text, Tokenizer tokenizer = Tokenizer::seed002);
+// tokenize(), its error prefixed with `where` (a file and line, say).
+std::vector<std::string> words_of(const std::string& text, Tokenizer tokenizer, const std::string& where);
 
 class Vocabulary {
  public:
@@ -67,7 +88,7 @@ class Vocabulary {
   std::vector<std::string> tokenize(const std::string& text) const { return sentiment::tokenize(text, tokenizer_); }
 
   // The word indices of a text; an empty text gets one <unk>, so no row is all padding. Bytes that
-  // are not UTF-8 are words like any other (unknown ones); more than kMaxWords words is an error.
+  // are not UTF-8 are words like any other (unknown ones); the caps of tokenize() apply.
   std::vector<int64_t> indices(const std::string& text) const;
   // Rows of word indices padded with kPad to the longest: (N, T) i64, and the key-padding mask
   // (N, T) b8, true at padding.

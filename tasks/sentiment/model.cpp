@@ -7,8 +7,8 @@
 
 namespace ag::sentiment {
 
-SentimentClassifier::SentimentClassifier(const ClassifierConfig& config, Generator& gen) {
-  const int64_t dim = config.dim, heads = config.heads;
+SentimentClassifier::SentimentClassifier(const ClassifierConfig& config, Generator& gen) : heads(config.heads) {
+  const int64_t dim = config.dim;
   AG_CHECK(heads >= 0, "SentimentClassifier: heads must be ≥ 0 (0: SelfAttention), got {}", heads);
   AG_CHECK(config.embedding_std > 0, "SentimentClassifier: the embeddings' std must be > 0, got {}",
            config.embedding_std);

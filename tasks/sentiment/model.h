@@ -35,6 +35,7 @@ class SentimentClassifier : public nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
   std::shared_ptr<nn::AttentionModule> attention;
   std::shared_ptr<nn::Linear> fc;
+  int64_t heads = 0;  // as configured: 0 for SelfAttention
 };
 
 }  // namespace ag::sentiment

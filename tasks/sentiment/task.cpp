@@ -32,6 +32,8 @@ SentimentOptions uci_defaults() {
   o.dataset = "uci";
   o.dim = 64;
   o.weight_decay = 0.01;
+  o.batching = "length";
+  o.dropout = 0.7;
   return o;
 }
 
@@ -50,7 +52,10 @@ std::vector<Example> seed_sentences(const std::string& file) {
 // Labelled sentences with their word indices, encoded once.
 struct EncodedSentences {
   EncodedSentences(std::vector<Example> all, const Vocabulary& vocab) : examples(std::move(all)) {
-    for (const Example& e : examples) indices.push_back(vocab.indices(e.text));
+    for (const Example& e : examples) {
+      indices.push_back(vocab.indices(e.text));
+      lengths.push_back(indices.back().size());
+    }
   }
   int64_t size() const { return static_cast<int64_t>(examples.size()); }
 
@@ -68,6 +73,7 @@ struct EncodedSentences {
 
   std::vector<Example> examples;
   std::vector<std::vector<int64_t>> indices;
+  std::vector<size_t> lengths;  // of each row of indices
 };
 
 std::vector<int64_t> all_rows(size_t n) {
@@ -84,28 +90,19 @@ std::vector<int64_t> shard_rows(const nn::dist::Shard& shard, int64_t n) {
 }
 
 // The logits of these sentences (in their order), as a forward pass would give them: the caller
-// sets eval mode and no grad. More than one chunk go in chunks of sentences of similar length, so
-// a long sentence pads only its neighbours (attention is quadratic in the padded length).
+// sets eval mode and no grad. The sentences go in batches of similar length under the memory
+// budget, so a long sentence pads only its neighbours (attention is quadratic in the padded length).
 Tensor logits_of(SentimentClassifier& model, const EncodedSentences& sentences, const std::vector<int64_t>& rows) {
-  constexpr size_t kChunk = 128;
-  if (rows.empty()) return empty({0});
-  std::vector<int64_t> order = rows;
-  if (order.size() <= kChunk) {
-    auto [indices, padding] = sentences.batch(order);
-    return model(indices, padding);
-  }
-  std::vector<size_t> position(order.size());  // position[k]: where the k-th shortest row sits in `rows`
-  std::iota(position.begin(), position.end(), 0);
-  std::stable_sort(position.begin(), position.end(), [&](size_t a, size_t b) {
-    return sentences.indices[rows[a]].size() < sentences.indices[rows[b]].size();
-  });
+  const BatchLimits limits{.heads = static_cast<size_t>(std::max<int64_t>(1, model.heads))};
+  std::vector<size_t> lengths(rows.size());  // by position in `rows`
+  for (size_t k = 0; k < rows.size(); ++k) lengths[k] = sentences.lengths[rows[k]];
   std::vector<double> logits(rows.size());
-  for (size_t first = 0; first < position.size(); first += kChunk) {
-    std::vector<int64_t> chunk;
-    for (size_t k = first; k < std::min(first + kChunk, position.size()); ++k) chunk.push_back(rows[position[k]]);
-    auto [indices, padding] = sentences.batch(chunk);
+  for (const std::vector<int64_t>& positions : batches_by_length(all_rows(rows.size()), lengths, limits)) {
+    std::vector<int64_t> batch;
+    for (const int64_t k : positions) batch.push_back(rows[k]);
+    auto [indices, padding] = sentences.batch(batch);
     const Tensor out = model(indices, padding);
-    for (size_t k = 0; k < chunk.size(); ++k) logits[position[first + k]] = out.at({static_cast<int64_t>(k)});
+    for (size_t k = 0; k < positions.size(); ++k) logits[positions[k]] = out.at({static_cast<int64_t>(k)});
   }
   return tensor(logits, {static_cast<int64_t>(logits.size())});
 }
@@ -140,13 +137,15 @@ Predictions predictions_of(const Tensor& logits, const EncodedSentences& sentenc
 class SentimentTask : public nn::TrainTask {
  public:
   // With track_train_accuracy, every epoch also reports the accuracy on the whole training set.
+  // With batch_by_length, each batch holds sentences of similar length (batches_by_length).
   SentimentTask(SentimentClassifier& model, const EncodedSentences& train, const EncodedSentences& validation,
-                bool track_train_accuracy, nn::BestEpochRule best_epoch_rule)
+                bool track_train_accuracy, nn::BestEpochRule best_epoch_rule, bool batch_by_length)
       : model_(model),
         train_(train),
         validation_(validation),
         track_train_accuracy_(track_train_accuracy),
-        best_epoch_rule_(std::move(best_epoch_rule)) {}
+        best_epoch_rule_(std::move(best_epoch_rule)),
+        batch_by_length_(batch_by_length) {}
 
   int64_t train_size() const override { return train_.size(); }
 
@@ -177,15 +176,33 @@ class SentimentTask : public nn::TrainTask {
 
   nn::BestEpochRule best_epoch_rule() const override { return best_epoch_rule_; }
 
+  // By length: the shuffled sentences stable-sorted by length, cut into batch_size rows, the
+  // batches shuffled (the usual bucketing: little padding, still a random order of batches).
+  std::vector<std::vector<int64_t>> batches(const std::vector<int64_t>& shuffled, int64_t batch_size,
+                                            Generator& shuffle) override {
+    if (!batch_by_length_) return TrainTask::batches(shuffled, batch_size, shuffle);
+    const BatchLimits limits{.max_rows = static_cast<size_t>(batch_size), .max_cells = SIZE_MAX};
+    std::vector<std::vector<int64_t>> batches = batches_by_length(shuffled, train_.lengths, limits);
+    ag::shuffle(batches, shuffle);
+    return batches;
+  }
+
  private:
   SentimentClassifier& model_;
   const EncodedSentences& train_;
   const EncodedSentences& validation_;
   bool track_train_accuracy_;
   nn::BestEpochRule best_epoch_rule_;
+  bool batch_by_length_;
 };
 
 bool is_uci(const SentimentOptions& o) { return o.dataset == "uci"; }
+
+bool batch_by_length(const SentimentOptions& o) {
+  AG_CHECK(o.batching == "length" || o.batching == "shuffled", "--batching: expected length or shuffled, got '{}'",
+           o.batching);
+  return o.batching == "length";
+}
 
 ClassifierConfig classifier_config(const SentimentOptions& o, int64_t vocab_size) {
   return {.vocab_size = vocab_size,
@@ -212,6 +229,7 @@ std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
     settings["min_count"] = o.min_count;
     settings["dropout"] = o.dropout;
     settings["embedding_std"] = kUciEmbeddingStd;
+    settings["batching"] = o.batching;
   }
   return settings.dump();
 }
@@ -323,13 +341,11 @@ int eval(const EvalOptions& options) {
            "--split {}: seed 002's data has test sentences only (--split is for --dataset uci)", options.split);
   const EncodedSentences sentences(options.data.empty() ? seed_sentences("test.tsv") : read_tsv(options.data),
                                    trained.vocab);
-  const std::vector<int64_t> rows = all_rows(sentences.examples.size());
   NoGradGuard no_grad;
-  auto [indices, padding] = sentences.batch(rows);
-  const Tensor logits = (*trained.model)(indices, padding);
+  const Tensor logits = all_logits(*trained.model, sentences);
   fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100 * accuracy_of(logits, sentences),
-             correct_count(logits, sentences), rows.size(),
-             binary_cross_entropy_with_logits(logits, sentences.labels(rows)).item(),
+             correct_count(logits, sentences), sentences.size(),
+             binary_cross_entropy_with_logits(logits, sentences.labels(all_rows(sentences.examples.size()))).item(),
              options.data.empty() ? "seed 002's test sentences" : options.data);
   return 0;
 }
@@ -340,23 +356,26 @@ int predict(const PredictOptions& options) {
   const std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
   AG_CHECK(!texts.empty(), "predict: {} holds no text", options.file);
   const TrainedClassifier trained(options.checkpoint);
-  const Vocabulary& vocab = trained.vocab;
   SentimentClassifier& model = *trained.model;
+  std::vector<Example> unlabelled;
+  for (const std::string& text : texts) unlabelled.push_back({.text = text});
+  const EncodedSentences sentences(std::move(unlabelled), trained.vocab);
   NoGradGuard no_grad;
-  auto [indices, padding] = vocab.encode(texts);
-  // The attention module's weights as it computed them, taken by a forward hook.
-  Tensor attention_weights;
-  nn::HookHandle capture = model.attention->register_forward_hook([&](nn::Module& attention, const Tensor&) {
-    attention_weights = static_cast<nn::AttentionModule&>(attention).last_attention_weights;
-  });
-  const Tensor probabilities = sigmoid(model(indices, padding));
-  capture.remove();
+  const Tensor probabilities = sigmoid(all_logits(model, sentences));
   for (size_t i = 0; i < texts.size(); ++i) {
     const double p = probabilities.at({static_cast<int64_t>(i)});
     fmt::print("{:.3f}\t{}\t{}\n", p, p > 0.5 ? "positive" : "negative", texts[i]);
   }
   if (!options.explain.empty()) {
-    write_explanation(options.explain, texts[0], vocab, attention_weights);
+    // The attention module's weights on the first text alone, taken by a forward hook.
+    Tensor attention_weights;
+    nn::HookHandle capture = model.attention->register_forward_hook([&](nn::Module& attention, const Tensor&) {
+      attention_weights = static_cast<nn::AttentionModule&>(attention).last_attention_weights;
+    });
+    auto [indices, padding] = sentences.batch({0});
+    model(indices, padding);
+    capture.remove();
+    write_explanation(options.explain, texts[0], trained.vocab, attention_weights);
     fmt::print("wrote {} (attention of the first text)\n", options.explain);
   }
   return 0;
@@ -467,7 +486,7 @@ StepLoss first_step_loss(const SentimentOptions& options) {
   manual_seed(options.training.seed);
   StepLoss step{std::make_unique<SentimentClassifier>(classifier_config(options, data.vocab.size())), {}};
   const EncodedSentences train(data.train, data.vocab), validation(data.validation, data.vocab);
-  SentimentTask task(*step.model, train, validation, false, best_epoch_rule(options));
+  SentimentTask task(*step.model, train, validation, false, best_epoch_rule(options), batch_by_length(options));
   const auto batch = std::min<int64_t>(options.training.batch_size, task.train_size());
   step.loss = task.loss(all_rows(static_cast<size_t>(batch)));
   return step;
@@ -481,7 +500,7 @@ int train(const SentimentOptions& options) {
   SentimentClassifier model(classifier_config(options, vocab.size()));
   nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
   const EncodedSentences train(data.train, vocab), validation(data.validation, vocab);
-  SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options));
+  SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options), batch_by_length(options));
   const std::vector<nn::EpochRecord> history = tasks::run_training(
       model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),
       {{"vocabulary", nlohmann::json(vocab.words()).dump()}});

@@ -1,5 +1,7 @@
 #include "tasks/sentiment/uci.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -41,9 +43,7 @@ SourceFile parse_source(const std::string& json_text, const std::string& source,
       ++file.dropped;
       continue;
     }
-    const size_t words = tokenize(example.text, Tokenizer::words).size();
-    AG_CHECK(words <= kMaxWords, "{}: record {} has {} words, more than the {} a text may have", file_name, i, words,
-             kMaxWords);
+    words_of(example.text, Tokenizer::words, fmt::format("{}: record {}", file_name, i));  // within the caps
     file.examples.push_back(std::move(example));
   }
   AG_CHECK(!file.examples.empty(), "{}: no sentences with a text and a class of 0 or 1", file_name);

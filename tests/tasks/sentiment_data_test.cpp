@@ -68,17 +68,47 @@ TEST(SentimentData, TextsAreCappedAtKMaxWords) {
   for (size_t i = 0; i < kMaxWords; ++i) longest += "w ";
   EXPECT_EQ(tokenize(parse_tsv("1\t" + longest + "\n", "d.tsv")[0].text).size(), kMaxWords);
   expect_error([&] { parse_tsv("0\tok\n1\t" + longest + "one more\n", "d.tsv"); },
-               {"d.tsv:2", "1002 words", "more than the 1000"});
+               {"d.tsv:2", "more than the 1000 words"});
   const Vocabulary vocab(std::vector<std::string>{"<pad>", "<unk>", "w"});
   EXPECT_EQ(vocab.encode({longest}).first.size(1), static_cast<int64_t>(kMaxWords));
-  expect_error([&] { vocab.encode({longest + "w"}); }, {"1001 words", "more than the 1000"});
+  expect_error([&] { vocab.encode({longest + "w"}); }, {"encode", "more than the 1000 words"});
+}
+
+// A line that is one endless word is refused at the cap, whichever tokenizer reads it; the longest
+// allowed word is kept whole.
+TEST(SentimentData, WordsAreCappedAtKMaxWordBytes) {
+  const std::string longest(kMaxWordBytes, 'a');
+  for (Tokenizer tokenizer : {Tokenizer::seed002, Tokenizer::words}) {
+    EXPECT_EQ(tokenize("ok " + longest + " ok", tokenizer), (std::vector<std::string>{"ok", longest, "ok"}));
+    expect_error([&] { tokenize(longest + "a", tokenizer); }, {"longer than the 100 bytes a word may have"});
+  }
+  expect_error([&] { parse_tsv("1\tfine\n0\t" + std::string(1 << 20, 'x') + "\n", "d.tsv"); },
+               {"d.tsv:2", "longer than the 100 bytes"});
+}
+
+// Rows sorted by length (ties in the given order), cut at max_rows; the attention budget
+// (rows × T² × heads) cuts earlier, and a row longer than the budget goes alone.
+TEST(SentimentData, BatchesByLengthSortStablyAndCutAtTheLimits) {
+    const std::vector<size_t> lengths = {5, 1, 3, 1, 5, 2, 3};
+    const std::vector<int64_t> order = {4, 3, 2, 1, 0, 5, 6};
+    using Batches = std::vector<std::vector<int64_t>>;
+    EXPECT_EQ(batches_by_length(order, lengths, {.max_rows = 3}), (Batches{{3, 1, 5}, {2, 6, 4}, {0}}));
+    EXPECT_EQ(batches_by_length(order, lengths, {.max_rows = 100}), (Batches{{3, 1, 5, 2, 6, 4, 0}}));
+    // Row 2 would make 4 rows of length 3, 36 cells: over a budget of 26, so it starts a batch.
+    EXPECT_EQ(batches_by_length(order, lengths, {.max_rows = 100, .max_cells = 26}),
+              (Batches{{3, 1, 5}, {2, 6}, {4}, {0}}));
+    EXPECT_EQ(batches_by_length(order, lengths, {.max_rows = 100, .max_cells = 52, .heads = 2}),
+              (Batches{{3, 1, 5}, {2, 6}, {4}, {0}}));
+    EXPECT_EQ(batches_by_length(order, lengths, {.max_rows = 100, .max_cells = 4}),
+              (Batches{{3, 1}, {5}, {2}, {6}, {4}, {0}}));
+    EXPECT_EQ(batches_by_length({}, lengths, {}), Batches{});
 }
 
 // Text to predict is not checked for UTF-8: stray bytes become (unknown) words, never a crash.
 TEST(SentimentData, BytesThatAreNotUtf8AreWordsLikeAnyOther) {
-  EXPECT_EQ(tokenize("bad \xff\xfe film"), (std::vector<std::string>{"bad", "\xff\xfe", "film"}));
-  const Vocabulary vocab(std::vector<std::string>{"<pad>", "<unk>", "bad"});
-  EXPECT_EQ(vocab.encode({"bad \xff\xfe"}).first.to_vector(), (std::vector<double>{2, 1}));
+    EXPECT_EQ(tokenize("bad \xff\xfe film"), (std::vector<std::string>{"bad", "\xff\xfe", "film"}));
+    const Vocabulary vocab(std::vector<std::string>{"<pad>", "<unk>", "bad"});
+    EXPECT_EQ(vocab.encode({"bad \xff\xfe"}).first.to_vector(), (std::vector<double>{2, 1}));
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ TEST(SentimentUci, MalformedFilesNameTheFileAndRecord) {
   std::string long_text;
   for (size_t i = 0; i <= kMaxWords; ++i) long_text += "w ";
   expect_error([&] { uci::parse_source("[{\"text\": \"" + long_text + "\", \"class\": 1}]", "yelp", "y.json"); },
-               {"y.json", "record 0", "1001 words"});
+               {"y.json", "record 0", "more than the 1000 words"});
 }
 
 TEST(SentimentUci, TheCachedCorpusGivesResultsMdsSplitAndVocabulary) {

@@ -32,6 +32,22 @@ correct="$(awk -v a="$best_accuracy" 'BEGIN { printf "%d", a * 277 + 0.5 }')"
 check "eval reproduces the best validation accuracy" 0 "($correct of 277)" -- "$attograd" --threads 2 eval sentiment --checkpoint "$out/best.safetensors" --dataset uci --split val
 test_line="$(grep -m1 "^  overall" <<<"$output")"
 check "eval on test prints the training report's accuracy" 0 "$test_line" -- "$attograd" --threads 2 eval sentiment --checkpoint "$out/best.safetensors" --dataset uci
+# Memory bounded by the work, not by the worst line (issue 16): eval and predict batch by length
+# under a memory budget, so one 1,000-word line among 10,000 short ones pads only itself.
+long_file="$work/long.tsv"
+awk 'BEGIN { for (i = 1; i <= 10000; i++) {
+  if (i == 5000) { printf "1\t"; for (w = 0; w < 1000; w++) printf "great "; print "" }
+  else print (i % 2) "\tthe food was " (i % 2 ? "great" : "awful") } }' >"$long_file"
+peak_kb() { sed -n 's/.*Maximum resident set size (kbytes): //p' "$1"; }
+/usr/bin/time -v -o "$work/eval.time" "$attograd" --threads 2 eval sentiment --checkpoint "$out/best.safetensors" \
+  --data "$long_file" >"$work/eval.out" 2>&1
+expect "eval of 10,000 lines with one of 1,000 words: all of them" grep -q "of 10000)" "$work/eval.out"
+expect "... under 200 MB at its peak ($(($(peak_kb "$work/eval.time") / 1024)) MB)" test "$(peak_kb "$work/eval.time")" -lt 204800
+cut -f2 "$long_file" >"$work/long.txt"
+/usr/bin/time -v -o "$work/predict.time" "$attograd" --threads 2 predict sentiment --checkpoint "$out/best.safetensors" \
+  --file "$work/long.txt" >"$work/predict.out" 2>&1
+expect "predict --file of the same texts: one line each" test "$(awk -F'\t' '$2 == "positive" || $2 == "negative"' "$work/predict.out" | wc -l)" -eq 10000
+expect "... under 200 MB at its peak ($(($(peak_kb "$work/predict.time") / 1024)) MB)" test "$(peak_kb "$work/predict.time")" -lt 204800
 check "predict --explain on a real review" 0 "positive" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" "I've dropped my phone more times than I can say, even on concrete and my phone is still great." --explain "$work/explain.svg"
 expect "the heatmap marks unknown words" grep -q "(unk)" "$work/explain.svg"
 

@@ -9,6 +9,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tools/bench/bench_lib.sh"
+attograd="$(attograd_program "$root" charlm_compare)"
 peer="${ATTOGRAD_PEER:-$root/../shared/peer}/charlm_torch.py"
 runs=3 iters=300
 while [ $# -gt 0 ]; do
@@ -18,8 +20,6 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--runs N] [--iters N]" >&2; exit 2 ;;
   esac
 done
-attograd="$root/build/tools/attograd"
-[ -x "$attograd" ] || { echo "charlm_compare: $attograd is missing: run tools/setup.sh" >&2; exit 2; }
 data="$("$root/tools/fetch_data.sh" --where)/moby-dick.txt"
 "$root/tools/fetch_data.sh"
 require_openblas charlm_compare

@@ -19,8 +19,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--runs N] [--iters N]" >&2; exit 2 ;;
   esac
 done
-attograd="$root/build/tools/attograd"
-[ -x "$attograd" ] || { echo "charlm_scaling: $attograd is missing: run tools/setup.sh" >&2; exit 2; }
+attograd="$(attograd_program "$root" charlm_scaling)"
 "$root/tools/fetch_data.sh"
 data="$("$root/tools/fetch_data.sh" --where)/moby-dick.txt"
 require_openblas charlm_scaling
