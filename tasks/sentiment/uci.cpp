@@ -1,9 +1,8 @@
 #include "tasks/sentiment/uci.h"
 
-#include <nlohmann/json.hpp>
-
 #include "engine/error.h"
 #include "engine/hash.h"
+#include "engine/json.h"
 #include "tasks/common/corpus.h"
 #include "tasks/common/text.h"
 
@@ -22,12 +21,7 @@ int label_of(const nlohmann::json& record) {
 }  // namespace
 
 SourceFile parse_source(const std::string& json_text, const std::string& source, const std::string& file_name) {
-  nlohmann::json records;
-  try {
-    records = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{}: not valid JSON ({}); expected a list of {{\"text\": …, \"class\": 0 or 1}} records", file_name, e.what());
-  }
+  const nlohmann::json records = parse_json(json_text, file_name);
   AG_CHECK(records.is_array(), "{}: expected a JSON list of {{\"text\": …, \"class\": 0 or 1}} records, found a {}",
            file_name, records.type_name());
   SourceFile file;
@@ -35,7 +29,7 @@ SourceFile parse_source(const std::string& json_text, const std::string& source,
     const nlohmann::json& record = records[i];
     AG_CHECK(record.is_object() && record.contains("text") && record["text"].is_string(),
              "{}: record {} is not a {{\"text\": string, \"class\": 0 or 1}} object: {:.60}", file_name, i,
-             record.dump());
+             record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     Example example{record["text"].get<std::string>(), label_of(record), source};
     if (example.text.empty() || example.label < 0) {
       ++file.dropped;

@@ -21,12 +21,6 @@ void PrintTo(const OpCase& c, std::ostream* os) {
   for (const Shape& s : c.shapes) *os << " " << shape_str(s);
 }
 
-std::string shapes_text(const OpCase& c) {
-  std::string text;
-  for (const Shape& s : c.shapes) text += shape_str(s) + " ";
-  return text;
-}
-
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   for (const OpEntry& op : Registry::global().ops())
@@ -46,7 +40,7 @@ class RegisteredOp : public testing::TestWithParam<OpCase> {};
 TEST_P(RegisteredOp, GradientMatchesFiniteDifferences) {
   const OpCase& c = GetParam();
   const GradcheckResult result = gradcheck_op(*c.op, c.shapes);
-  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_text(c) << "\n" << result.report();
+  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_str(c.shapes) << "\n" << result.report();
   EXPECT_GT(result.checked, 0);
 }
 
@@ -56,7 +50,7 @@ TEST_P(RegisteredOp, SecondOrderGradientMatchesFiniteDifferences) {
   const OpCase& c = GetParam();
   if (!c.op->no_double_backward.empty()) GTEST_SKIP() << c.op->name << ": " << c.op->no_double_backward;
   const GradcheckResult result = gradcheck_op(*c.op, c.shapes, {}, /*second_order=*/true);
-  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_text(c) << "\n" << result.report();
+  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_str(c.shapes) << "\n" << result.report();
   EXPECT_GT(result.checked, 0);
 }
 
