@@ -94,12 +94,13 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
   TensorEntry tensor{name, parse_dtype(path, name, entry["dtype"].get<std::string>()), {}, 0, 0};
   for (const auto& size : entry["shape"]) {
     AG_CHECK(size.is_number_unsigned() && size.get<uint64_t>() <= uint64_t{INT64_MAX},
-             "{}: tensor '{}' has a size in its shape that is not a non-negative integer", path, name);
+             "{}: tensor '{}' has an invalid size in its shape {:.100} (expected non-negative integers)", path, name,
+             entry["shape"].dump());
     tensor.shape.push_back(size.get<int64_t>());
   }
   const auto& offsets = entry["data_offsets"];
   AG_CHECK(offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
-           "{}: tensor '{}' has data_offsets that are not non-negative integers", path, name);
+           "{}: tensor '{}' has non-integer data_offsets (expected [begin, end] byte offsets)", path, name);
   tensor.begin = offsets[0].get<uint64_t>();
   tensor.end = offsets[1].get<uint64_t>();
   AG_CHECK(tensor.begin <= tensor.end, "{}: tensor '{}' has data_offsets [{}, {}] that end before they begin", path,

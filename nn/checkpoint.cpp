@@ -39,7 +39,9 @@ void check_format(const std::string& path, const Checkpoint& checkpoint) {
 
 // Refuses a tensor holding a NaN or an infinity, naming it and the first such element.
 void check_finite(const std::string& path, const NamedTensors& tensors) {
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto& named : tensors) {  // not a structured binding: clang 14 cannot capture those
+    const std::string& name = named.first;
+    const Tensor& tensor = named.second;
     if (!is_floating(tensor.dtype())) continue;
     dispatch_floating(tensor.dtype(), "load", [&]<typename T>() {
       const T* values = tensor.data<T>();

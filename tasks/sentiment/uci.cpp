@@ -21,7 +21,12 @@ int label_of(const nlohmann::json& record) {
 }  // namespace
 
 SourceFile parse_source(const std::string& json_text, const std::string& source, const std::string& file_name) {
-  const nlohmann::json records = parse_json(json_text, file_name);
+  nlohmann::json records;
+  try {
+    records = parse_json(json_text, file_name);
+  } catch (const Error& e) {
+    fail("{}; expected a list of {{\"text\": …, \"class\": 0 or 1}} records", e.what());
+  }
   AG_CHECK(records.is_array(), "{}: expected a JSON list of {{\"text\": …, \"class\": 0 or 1}} records, found a {}",
            file_name, records.type_name());
   SourceFile file;

@@ -72,8 +72,18 @@ class SafetensorsMutator {
  public:
   explicit SafetensorsMutator(unsigned seed) : rng_(seed) {}
 
-  // One mutation of a well-formed file's bytes; nothing if they are not one.
+  // One mutation of a well-formed file's bytes; nothing if they are not one (or an earlier
+  // mutation left a value of a type the chosen change cannot apply to).
   std::optional<std::string> mutate(std::string_view bytes) {
+    try {
+      return mutate_parsed(bytes);
+    } catch (const nlohmann::json::exception&) {
+      return std::nullopt;
+    }
+  }
+
+ private:
+  std::optional<std::string> mutate_parsed(std::string_view bytes) {
     std::optional<SafetensorsParts> parts = split_safetensors(bytes);
     if (!parts) return std::nullopt;
     nlohmann::json& header = parts->header;
@@ -145,7 +155,6 @@ class SafetensorsMutator {
     return join_safetensors(header, data, checksum, splice);
   }
 
- private:
   size_t pick(size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
 
   uint64_t interesting() {
