@@ -91,6 +91,16 @@ TEST(Gradcheck, ChecksUserShapesAndDrawsDistinctValuesByConstruction) {
       },
       {"(3,6148914691236517206)", "more elements than a tensor can hold"});
   expect_error([&] { gradcheck_op(registry.find("matmul"), {{200, 200}, {200, 200}}); }, {"more than 10000 elements"});
+  expect_error(
+      [&] {
+        gradcheck_op(registry.find("index_select"), {{}, {}});
+      },
+      {"index_select", "shapes () () do not have the numbers of dims", "(4,3) (6)"});
+  expect_error(
+      [&] {
+        gradcheck_op(registry.find("embedding_backward"), {{5, 3}, {7}});
+      },
+      {"index_add_zeros", "has shape (5,3), expected (7,3)"});
   expect_error([&] { gradcheck_op(registry.find("max"), {{30, 30}}); }, {"cannot draw 900 values", "at most 400"});
 
   Generator gen(3);

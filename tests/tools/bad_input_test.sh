@@ -190,6 +190,9 @@ bad "a negative size" 1 "expected sizes separated by 'x'" -- "${grad[@]}" softma
 bad "matmul of mismatched shapes" 1 "matmul: inner dimensions differ" -- "${grad[@]}" matmul --shapes 4x5,6x7
 bad "max of an empty dimension" 1 "cannot reduce an empty dimension" -- "${grad[@]}" max --shapes 2x0
 bad "no such op" 1 "no op named 'nosuch'" -- "${grad[@]}" nosuch
+bad "index_select with scalar shapes (read past them)" 1 "do not have the numbers of dims of its registered shape sets" -- "${grad[@]}" index_select --shapes scalar,scalar
+bad "cross_entropy with scalar shapes" 1 "do not have the numbers of dims" -- "${grad[@]}" cross_entropy --shapes scalar,scalar
+bad "embedding_backward at other sizes (wrote out of bounds)" 1 "index_add_zeros: the gradient has shape (5,3), expected (7,3)" -- "${grad[@]}" embedding_backward --shapes 5x3,7
 bad "max 20x20 (once a hang) passes" 0 "1 rows, 1 passed" -- "${grad[@]}" max --shapes 20x20
 bad "matmul second order at a given shape passes" 0 "1 rows, 1 passed" -- "${grad[@]}" matmul --shapes 4x5,5x6 --second-order
 
