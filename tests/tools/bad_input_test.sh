@@ -120,7 +120,7 @@ bad "missing checkpoint" 1 "cannot open" -- "${eval_s[@]}" "$ckpt/none.safetenso
 bad "checkpoint is a directory" 1 "is a directory" -- "${eval_s[@]}" "$ckpt/dir.safetensors"
 bad "empty checkpoint" 1 "shorter than the 8-byte header length" -- "${eval_s[@]}" "$ckpt/empty.safetensors"
 bad "truncated checkpoint (header)" 1 "truncated" -- "${eval_s[@]}" "$ckpt/truncated.safetensors"
-bad "truncated checkpoint (data)" 1 "corrupt" -- "${eval_s[@]}" "$ckpt/short-data.safetensors"
+bad "truncated checkpoint (data)" 1 "the file is truncated: its tensors need" -- "${eval_s[@]}" "$ckpt/short-data.safetensors"
 bad "garbage checkpoint" 1 "garbage.safetensors" -- "${eval_s[@]}" "$ckpt/garbage.safetensors"
 bad "bit flipped in the data" 1 "corrupt" -- "${eval_s[@]}" "$ckpt/flipped-data.safetensors"
 bad "bit flipped in the header" 1 "flipped-header.safetensors" -- "${eval_s[@]}" "$ckpt/flipped-header.safetensors"
