@@ -149,8 +149,36 @@ GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tenso
   return gradcheck(first_order, with_u, options);
 }
 
+void check_op_shapes(const OpEntry& op, const std::vector<Shape>& shapes) {
+  AG_CHECK(std::any_of(op.shape_sets.begin(), op.shape_sets.end(),
+                       [&](const std::vector<Shape>& set) { return set.size() == shapes.size(); }),
+           "gradcheck {}: got {} input shape(s), expected {} (as in {})", op.name, shapes.size(),
+           op.shape_sets.front().size(), shapes_str(op.shape_sets.front()));
+  // An op's input makers (indices drawn below a size, a padding row) rely on each input having the
+  // number of dims of a registered shape set.
+  const auto same_dims = [&](const std::vector<Shape>& set) {
+    return std::equal(set.begin(), set.end(), shapes.begin(), shapes.end(),
+                      [](const Shape& a, const Shape& b) { return a.size() == b.size(); });
+  };
+  std::string sets;
+  for (const std::vector<Shape>& set : op.shape_sets) {
+    if (!sets.empty()) sets += ", ";
+    sets += shapes_str(set);
+  }
+  AG_CHECK(std::any_of(op.shape_sets.begin(), op.shape_sets.end(), same_dims),
+           "gradcheck {}: shapes {} do not have the numbers of dims of its registered shape sets ({})", op.name,
+           shapes_str(shapes), sets);
+  int64_t elements = 0;
+  for (const Shape& shape : shapes) elements += std::min(numel(shape), kMaxGradcheckElements + 1);
+  AG_CHECK(elements <= kMaxGradcheckElements,
+           "gradcheck {}: inputs of more than {} elements in all; finite differences run the op twice per element "
+           "(smaller shapes?)",
+           op.name, kMaxGradcheckElements);
+}
+
 GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options,
                              bool second_order) {
+  check_op_shapes(op, shapes);
   Generator gen(options.seed + 1);
   std::vector<Tensor> inputs = op.make_inputs(shapes, gen, DType::f64);
   GradcheckOptions with_tolerance = options;

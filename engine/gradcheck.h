@@ -50,8 +50,15 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
 GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                               const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
-// Draws inputs for one shape set of a registered op and checks it: first order, or with
-// second_order its gradgradcheck.
+// The most input elements gradcheck_op takes: it runs the op twice per element.
+inline constexpr int64_t kMaxGradcheckElements = 10'000;
+
+// Throws ag::Error when `shapes` has the wrong number of inputs for the op or more than
+// kMaxGradcheckElements elements in all (a size that overflows included).
+void check_op_shapes(const OpEntry& op, const std::vector<Shape>& shapes);
+
+// Draws inputs for one shape set of a registered op and checks it (check_op_shapes first): first
+// order, or with second_order its gradgradcheck.
 GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options = {},
                              bool second_order = false);
 

@@ -5,15 +5,46 @@
 
 namespace ag {
 
-Tensor draw(const Shape& shape, const Domain& domain, Generator& gen, DType dtype) {
+namespace {
+
+bool near_a_kink(const Domain& domain, double low, double high) {
+  return std::any_of(domain.kinks.begin(), domain.kinks.end(),
+                     [&](double k) { return k > low - domain.kink_margin && k < high + domain.kink_margin; });
+}
+
+// `count` values at least kink_margin apart and from every kink, by construction (drawing and
+// rejecting close ones can take forever when they must nearly fill the domain): the domain is cut
+// into slots kink_margin wide or wider, `count` slots away from kinks are chosen at random, and
+// each gets a value whose distance to the next slot is at least kink_margin.
+std::vector<double> draw_distinct(int64_t count, const Domain& domain, Generator& gen) {
+  const auto slots = static_cast<int64_t>(std::floor((domain.high - domain.low) / domain.kink_margin));
+  const double width = (domain.high - domain.low) / static_cast<double>(slots);
+  std::vector<double> starts;
+  for (int64_t i = 0; i < slots; ++i) {
+    const double start = domain.low + static_cast<double>(i) * width;
+    if (!near_a_kink(domain, start, start + width)) starts.push_back(start);
+  }
+  AG_CHECK(count <= static_cast<int64_t>(starts.size()),
+           "cannot draw {} values at least {} apart in [{}, {}] away from the kinks: at most {} fit (smaller shapes?)",
+           count, domain.kink_margin, domain.low, domain.high, starts.size());
   std::vector<double> values;
-  values.reserve(static_cast<size_t>(numel(shape)));
-  auto near = [&](double v, double other) { return std::abs(v - other) < domain.kink_margin; };
-  while (static_cast<int64_t>(values.size()) < numel(shape)) {
+  for (int64_t i = 0; i < count; ++i) {  // a partial Fisher-Yates shuffle of the slots
+    const auto pick = i + static_cast<int64_t>(gen.uniform() * static_cast<double>(starts.size() - i));
+    std::swap(starts[i], starts[std::min<int64_t>(pick, static_cast<int64_t>(starts.size()) - 1)]);
+    values.push_back(starts[i] + (width - domain.kink_margin) * gen.uniform());
+  }
+  return values;
+}
+
+}  // namespace
+
+Tensor draw(const Shape& shape, const Domain& domain, Generator& gen, DType dtype) {
+  const int64_t count = empty(shape, dtype).numel();  // throws first if it would not fit in memory
+  if (domain.distinct) return tensor(draw_distinct(count, domain, gen), shape, dtype);
+  std::vector<double> values;
+  while (static_cast<int64_t>(values.size()) < count) {
     const double v = domain.low + (domain.high - domain.low) * gen.uniform();
-    if (std::any_of(domain.kinks.begin(), domain.kinks.end(), [&](double k) { return near(v, k); })) continue;
-    if (domain.distinct && std::any_of(values.begin(), values.end(), [&](double o) { return near(v, o); })) continue;
-    values.push_back(v);
+    if (!near_a_kink(domain, v, v)) values.push_back(v);
   }
   return tensor(values, shape, dtype);
 }

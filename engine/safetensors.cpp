@@ -9,10 +9,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "engine/hash.h"
+#include "engine/json.h"
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
@@ -42,44 +45,159 @@ DType parse_dtype(const std::string& path, const std::string& name, const std::s
   fail("{}: tensor '{}' has dtype '{}'; expected one of F32, F64, I64, BOOL", path, name, text);
 }
 
-std::string read_whole_file(const std::string& path) {
-  AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a safetensors file", path);
-  // Before opening: opening a FIFO would block.
-  AG_CHECK(!std::filesystem::exists(path) || std::filesystem::is_regular_file(path),
-           "{}: is not a regular file, expected a safetensors file", path);
-  std::ifstream in(path, std::ios::binary);
-  AG_CHECK(in.good(), "{}: cannot open for reading: {}", path, std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  AG_CHECK(!in.bad(), "{}: read failed", path);
-  return bytes;
-}
-
 constexpr const char* kChecksumKey = "attograd_checksum";
+// As the safetensors library's own reader: a longer header is damage or an attack, not a model.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 // Covers the header as canonical JSON (sorted keys, no padding, without the checksum itself) and
 // the data section, so a damaged shape or metadata value is caught as well as damaged data.
-std::string checksum(const nlohmann::json& header_without_checksum, std::string_view data) {
-  return fmt::format("fnv1a64:{:016x}", fnv1a64(data, fnv1a64(header_without_checksum.dump())));
+std::string checksum_text(uint64_t hash) { return fmt::format("fnv1a64:{:016x}", hash); }
+
+// The header length the first 8 bytes give, checked against the file's size before anything
+// else is read.
+uint64_t header_length(std::string_view first_bytes, uint64_t file_bytes, const std::string& path) {
+  AG_CHECK(file_bytes >= 8, "{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", path,
+           file_bytes);
+  uint64_t length = 0;
+  std::memcpy(&length, first_bytes.data(), 8);
+  AG_CHECK(length >= 2, "{}: not a safetensors file: its header length is {}, too short for a JSON object", path,
+           length);
+  AG_CHECK(length <= file_bytes - 8, "{}: header length {} runs past the end of the {}-byte file (truncated?)", path,
+           length, file_bytes);
+  AG_CHECK(length <= kMaxHeaderBytes, "{}: header length {} is over the {} bytes a safetensors header may have", path,
+           length, kMaxHeaderBytes);
+  return length;
 }
 
-// Compares the stored checksum, if the writer left one, with the file's content. Returns whether
-// there was one.
-bool verify_checksum(const std::string& source, nlohmann::json header, std::string_view data) {
-  if (!header.contains("__metadata__") || !header["__metadata__"].is_object()) return false;
-  nlohmann::json& metadata = header["__metadata__"];
-  if (!metadata.contains(kChecksumKey)) return false;
-  const nlohmann::json stored = metadata[kChecksumKey];
-  metadata.erase(kChecksumKey);
-  std::string actual;
-  try {
-    actual = checksum(header, data);
-  } catch (const nlohmann::json::exception& e) {  // e.g. invalid UTF-8 in a string
-    fail("{}: the file is corrupt: its header cannot be re-encoded: {}", source, e.what());
+struct TensorEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;  // in the data section
+};
+
+// What the JSON header says, checked against the format's rules: each tensor's bytes match its
+// shape and dtype, and the tensors tile the data section from 0 without gaps or overlaps.
+struct Header {
+  std::vector<TensorEntry> tensors;  // in the order of their data
+  std::map<std::string, std::string> metadata;
+  uint64_t data_bytes = 0;              // the data section's size
+  std::optional<std::string> checksum;  // attograd's, if the writer stored one
+  uint64_t hash = kFnv1a64OffsetBasis;  // of the header without the checksum, when there is one
+};
+
+TensorEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& entry) {
+  AG_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") && entry.contains("data_offsets") &&
+               entry["dtype"].is_string() && entry["shape"].is_array() && entry["data_offsets"].is_array() &&
+               entry["data_offsets"].size() == 2,
+           "{}: tensor '{}' needs dtype (string), shape (array) and data_offsets ([begin, end])", path, name);
+  TensorEntry tensor{name, parse_dtype(path, name, entry["dtype"].get<std::string>()), {}, 0, 0};
+  for (const auto& size : entry["shape"]) {
+    AG_CHECK(size.is_number_unsigned() && size.get<uint64_t>() <= uint64_t{INT64_MAX},
+             "{}: tensor '{}' has an invalid size in its shape {:.100} (expected non-negative integers)", path, name,
+             entry["shape"].dump());
+    tensor.shape.push_back(size.get<int64_t>());
   }
-  AG_CHECK(stored.is_string() && stored.get<std::string>() == actual,
-           "{}: the file is corrupt: its checksum is {}, its content hashes to {} (damaged on disk or in transfer?)",
-           source, stored.dump(), actual);
-  return true;
+  const auto& offsets = entry["data_offsets"];
+  AG_CHECK(offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
+           "{}: tensor '{}' has non-integer data_offsets (expected [begin, end] byte offsets)", path, name);
+  tensor.begin = offsets[0].get<uint64_t>();
+  tensor.end = offsets[1].get<uint64_t>();
+  AG_CHECK(tensor.begin <= tensor.end, "{}: tensor '{}' has data_offsets [{}, {}] that end before they begin", path,
+           name, tensor.begin, tensor.end);
+  uint64_t bytes = 0;
+  try {
+    AG_CHECK(!__builtin_mul_overflow(static_cast<uint64_t>(numel(tensor.shape)), dtype_size(tensor.dtype), &bytes),
+             "too many bytes");
+  } catch (const Error&) {
+    fail("{}: tensor '{}' has shape {}: more elements than a tensor can hold", path, name, shape_str(tensor.shape));
+  }
+  AG_CHECK(tensor.end - tensor.begin == bytes,
+           "{}: tensor '{}' of shape {} {} needs {} bytes, but data_offsets span {}", path, name,
+           shape_str(tensor.shape), dtype_name(tensor.dtype), bytes, tensor.end - tensor.begin);
+  return tensor;
+}
+
+Header parse_header(std::string_view text, const std::string& path) {
+  // The JSON parser would stop at a NUL and ignore the rest: a damaged padding byte must not pass.
+  AG_CHECK(text.find('\0') == std::string_view::npos, "{}: the file is corrupt: a NUL byte in its header", path);
+  nlohmann::json json = parse_json(text, fmt::format("{}: the header", path));
+  AG_CHECK(json.is_object(), "{}: the header is not a JSON object", path);
+  Header header;
+  for (const auto& [name, entry] : json.items()) {
+    if (name == "__metadata__") {
+      AG_CHECK(entry.is_object(), "{}: __metadata__ is not an object", path);
+      for (const auto& [key, value] : entry.items()) {
+        AG_CHECK(value.is_string(), "{}: metadata '{}' is not a string", path, key);
+        if (key == kChecksumKey)
+          header.checksum = value.get<std::string>();
+        else
+          header.metadata[key] = value.get<std::string>();
+      }
+    } else {
+      header.tensors.push_back(parse_entry(path, name, entry));
+    }
+  }
+  std::stable_sort(header.tensors.begin(), header.tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
+  const TensorEntry* previous = nullptr;
+  for (const TensorEntry& tensor : header.tensors) {
+    AG_CHECK(tensor.begin >= header.data_bytes, "{}: tensors '{}' and '{}' share data bytes", path, previous->name,
+             tensor.name);
+    AG_CHECK(tensor.begin == header.data_bytes,
+             "{}: a gap of {} bytes no tensor covers before tensor '{}' (data_offsets must tile the data)", path,
+             tensor.begin - header.data_bytes, tensor.name);
+    header.data_bytes = tensor.end;
+    previous = &tensor;
+  }
+  if (header.checksum) {
+    json["__metadata__"].erase(kChecksumKey);  // hashed as the writer did, before adding it
+    try {
+      header.hash = fnv1a64(json.dump());
+    } catch (const nlohmann::json::exception& e) {  // e.g. invalid UTF-8 in a string
+      fail("{}: the file is corrupt: its header cannot be re-encoded: {}", path, json_error_text(e));
+    }
+  }
+  return header;
+}
+
+// Fills the header's tensors with `read(destination, begin, size)` from the data section, checks
+// BOOL bytes and the checksum.
+template <typename Read>
+SafetensorsFile read_tensors(const Header& header, const std::string& path, Read&& read) {
+  SafetensorsFile file;
+  file.metadata = header.metadata;
+  uint64_t hash = header.hash;
+  for (const TensorEntry& entry : header.tensors) {
+    Tensor tensor = empty(entry.shape, entry.dtype);
+    char* bytes = static_cast<char*>(tensor.raw_data());
+    const uint64_t size = entry.end - entry.begin;
+    read(bytes, entry.begin, size);
+    if (header.checksum) hash = fnv1a64(std::string_view(bytes, size), hash);
+    if (entry.dtype == DType::b8) {
+      for (uint64_t i = 0; i < size; ++i)
+        AG_CHECK(static_cast<unsigned char>(bytes[i]) <= 1, "{}: tensor '{}' has a BOOL byte that is not 0 or 1", path,
+                 entry.name);
+    }
+    file.tensors.emplace_back(entry.name, std::move(tensor));
+  }
+  if (header.checksum) {
+    AG_CHECK(*header.checksum == checksum_text(hash),
+             "{}: the file is corrupt: its checksum is \"{:.40}\", its content hashes to {} (damaged on disk or in "
+             "transfer?)",
+             path, *header.checksum, checksum_text(hash));
+    file.checksummed = true;
+  }
+  return file;
+}
+
+// The data section must be exactly what the header describes.
+void check_data_size(uint64_t data_bytes, const Header& header, const std::string& path) {
+  AG_CHECK(data_bytes >= header.data_bytes, "{}: the file is truncated: its tensors need {} data bytes, it has {}",
+           path, header.data_bytes, data_bytes);
+  AG_CHECK(data_bytes == header.data_bytes, "{}: {} bytes after the last tensor that the header does not describe",
+           path, data_bytes - header.data_bytes);
 }
 
 }  // namespace
@@ -153,7 +271,8 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
   data.reserve(offset);
   for (const auto& [name, tensor] : tensors)
     data.append(static_cast<const char*>(tensor.raw_data()), tensor.numel() * dtype_size(tensor.dtype()));
-  header["__metadata__"][kChecksumKey] = checksum(nlohmann::json(header), data);  // keys sorted, as a reader sees them
+  // Keys sorted, as a reader sees them.
+  header["__metadata__"][kChecksumKey] = checksum_text(fnv1a64(data, fnv1a64(nlohmann::json(header).dump())));
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string file(8, '\0');
@@ -169,78 +288,45 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   write_file_atomically(path, safetensors_bytes(tensors, metadata));
 }
 
-SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_whole_file(path), path); }
+SafetensorsFile load_safetensors(const std::string& path) {
+  AG_CHECK(!path.empty(), "load_safetensors: the file name is empty");
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  AG_CHECK(!std::filesystem::is_directory(status), "{}: is a directory, expected a safetensors file", path);
+  // Before opening: opening a FIFO would block.
+  AG_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status),
+           "{}: is not a regular file, expected a safetensors file", path);
+  std::ifstream in(path, std::ios::binary);
+  AG_CHECK(in.good(), "{}: cannot open for reading: {}", path, std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff end = in.tellg();
+  AG_CHECK(end >= 0, "{}: cannot find the file's size", path);
+  const auto file_bytes = static_cast<uint64_t>(end);
+  // Reads exactly `size` bytes at `offset` of the file.
+  const auto read = [&](char* out, uint64_t offset, uint64_t size) {
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(out, static_cast<std::streamsize>(size));
+    AG_CHECK(in.gcount() == static_cast<std::streamsize>(size), "{}: read failed at byte {} (did the file change?)",
+             path, offset);
+  };
+  std::string first(8, '\0');
+  if (file_bytes >= 8) read(first.data(), 0, 8);
+  const uint64_t length = header_length(first, file_bytes, path);
+  std::string text(length, '\0');
+  read(text.data(), 8, length);
+  const Header header = parse_header(text, path);
+  check_data_size(file_bytes - 8 - length, header, path);
+  return read_tensors(header, path,
+                      [&](char* out, uint64_t begin, uint64_t size) { read(out, 8 + length + begin, size); });
+}
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
-  AG_CHECK(bytes.size() >= 8, "{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", path,
-           bytes.size());
-  uint64_t length = 0;
-  std::memcpy(&length, bytes.data(), 8);
-  AG_CHECK(length <= bytes.size() - 8, "{}: header length {} runs past the end of the {}-byte file (truncated?)", path,
-           length, bytes.size());
-  const std::string_view header_text = bytes.substr(8, length);
-  // The JSON parser would stop at a NUL and ignore the rest: a damaged padding byte must not pass.
-  AG_CHECK(header_text.find('\0') == std::string_view::npos, "{}: the file is corrupt: a NUL byte in its header", path);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(header_text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: the header is not valid JSON: {}", path, e.what());
-  }
-  AG_CHECK(header.is_object(), "{}: the header is not a JSON object", path);
-  const std::string_view data(bytes.data() + 8 + length, bytes.size() - 8 - length);
-  SafetensorsFile file;
-  file.checksummed = verify_checksum(path, header, data);
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
-  std::vector<std::pair<uint64_t, std::pair<std::string, Tensor>>> by_offset;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      AG_CHECK(entry.is_object(), "{}: __metadata__ is not an object", path);
-      for (const auto& [key, value] : entry.items()) {
-        AG_CHECK(value.is_string(), "{}: metadata '{}' is not a string", path, key);
-        if (key != kChecksumKey) file.metadata[key] = value.get<std::string>();
-      }
-      continue;
-    }
-    AG_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
-                 entry.contains("data_offsets") && entry["dtype"].is_string() && entry["shape"].is_array() &&
-                 entry["data_offsets"].is_array() && entry["data_offsets"].size() == 2,
-             "{}: tensor '{}' needs dtype (string), shape (array) and data_offsets ([begin, end])", path, name);
-    const DType dtype = parse_dtype(path, name, entry["dtype"].get<std::string>());
-    Shape shape;
-    uint64_t count = 1;
-    for (const auto& size : entry["shape"]) {
-      AG_CHECK(size.is_number_unsigned() && size.get<uint64_t>() < (uint64_t{1} << 40),
-               "{}: tensor '{}' has an invalid size in its shape {}", path, name, entry["shape"].dump());
-      shape.push_back(size.get<int64_t>());
-      count *= size.get<uint64_t>();
-      AG_CHECK(count < (uint64_t{1} << 40), "{}: tensor '{}' is impossibly large", path, name);
-    }
-    const auto& offsets = entry["data_offsets"];
-    AG_CHECK(offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
-             "{}: tensor '{}' has non-integer data_offsets", path, name);
-    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    AG_CHECK(begin <= end && end <= data.size(), "{}: tensor '{}' data_offsets [{}, {}] lie outside the {} data bytes",
-             path, name, begin, end, data.size());
-    AG_CHECK(end - begin == count * dtype_size(dtype),
-             "{}: tensor '{}' of shape {} {} needs {} bytes, but data_offsets span {}", path, name, shape_str(shape),
-             dtype_name(dtype), count * dtype_size(dtype), end - begin);
-    Tensor tensor = empty(shape, dtype);
-    std::memcpy(tensor.raw_data(), data.data() + begin, end - begin);
-    if (dtype == DType::b8) {
-      for (uint64_t i = 0; i < count; ++i)
-        AG_CHECK(static_cast<unsigned char>(data[begin + i]) <= 1, "{}: tensor '{}' has a BOOL byte that is not 0 or 1",
-                 path, name);
-    }
-    spans.emplace_back(begin, end);
-    by_offset.push_back({begin, {name, std::move(tensor)}});
-  }
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i)
-    AG_CHECK(spans[i].first >= spans[i - 1].second, "{}: two tensors' data overlap", path);
-  std::stable_sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [offset, named] : by_offset) file.tensors.push_back(std::move(named));
-  return file;
+  const uint64_t length = header_length(bytes, bytes.size(), path);
+  const Header header = parse_header(bytes.substr(8, length), path);
+  const std::string_view data = bytes.substr(8 + length);
+  check_data_size(data.size(), header, path);
+  return read_tensors(header, path,
+                      [&](char* out, uint64_t begin, uint64_t size) { std::memcpy(out, data.data() + begin, size); });
 }
 
 }  // namespace ag

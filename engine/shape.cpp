@@ -1,5 +1,6 @@
 #include "engine/shape.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "engine/error.h"
@@ -15,9 +16,22 @@ std::string shape_str(const Shape& shape) {
   return out + ")";
 }
 
+std::string shapes_str(const std::vector<Shape>& shapes) {
+  std::string text;
+  for (const Shape& s : shapes) {
+    if (!text.empty()) text += ' ';
+    text += shape_str(s);
+  }
+  return text;
+}
+
 int64_t numel(const Shape& shape) {
+  for (int64_t size : shape) AG_CHECK(size >= 0, "shape {}: negative size {}", shape_str(shape), size);
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
-  for (int64_t size : shape) n *= size;
+  for (int64_t size : shape)
+    AG_CHECK(!__builtin_mul_overflow(n, size, &n), "shape {}: more elements than a tensor can hold (2^63 - 1)",
+             shape_str(shape));
   return n;
 }
 

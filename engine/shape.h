@@ -12,6 +12,10 @@ using Shape = std::vector<int64_t>;
 
 // "(2,3)"; a scalar prints as "()".
 std::string shape_str(const Shape& shape);
+// The element count; throws on a negative size or a product past int64 (every count of elements
+// is formed here, so a size read from a file or a flag cannot wrap it).
+// "(4,5) (5)": one shape per input.
+std::string shapes_str(const std::vector<Shape>& shapes);
 int64_t numel(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);
 

@@ -1,5 +1,7 @@
 #include "engine/tensor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -59,10 +61,33 @@ class SmallBufferCache {
 
 thread_local SmallBufferCache small_buffers;
 
+thread_local AllocationBudget* allocation_budget = nullptr;
+
+std::string gib(size_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+
 }  // namespace
+
+AllocationBudget::AllocationBudget(size_t bytes, std::string what)
+    : left_(bytes), limit_(bytes), what_(std::move(what)), outer_(allocation_budget) {
+  allocation_budget = this;
+}
+
+AllocationBudget::~AllocationBudget() { allocation_budget = outer_; }
+
+void AllocationBudget::charge(size_t bytes) {
+  AG_CHECK(bytes <= left_, "{} (its tensors would take more than {} bytes)", what_, limit_);
+  left_ -= bytes;
+}
+
+size_t physical_memory_bytes() {
+  static const size_t bytes =
+      static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(::sysconf(_SC_PAGE_SIZE));
+  return bytes;
+}
 
 Storage::Storage(size_t bytes) : bytes(bytes) {
   const size_t size = SmallBufferCache::allocation_size(bytes);
+  if (allocation_budget) allocation_budget->charge(size);
   data = SmallBufferCache::destroyed ? nullptr : small_buffers.take(size);
   if (data == nullptr) data = std::aligned_alloc(64, size);
   if (data == nullptr) fail("out of memory allocating {} bytes", bytes);
@@ -375,8 +400,12 @@ std::ostream& operator<<(std::ostream& os, const Tensor& tensor) { return os << 
 
 Tensor empty(Shape shape, DType dtype) {
   for (int64_t size : shape) AG_CHECK(size >= 0, "empty: negative size in shape {}", shape_str(shape));
+  const auto elements = static_cast<uint64_t>(numel(shape));
+  AG_CHECK(elements <= physical_memory_bytes() / dtype_size(dtype),
+           "a tensor of shape {} {} needs more memory than this machine has ({} elements; {} installed)",
+           shape_str(shape), dtype_name(dtype), elements, gib(physical_memory_bytes()));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype));
+  impl->storage = std::make_shared<Storage>(elements * dtype_size(dtype));
   impl->shape = std::move(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));

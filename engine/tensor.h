@@ -110,7 +110,30 @@ struct TensorImpl {
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves only
 };
 
-// Factories. Floating factories default to f32.
+// While one lives, the tensors this thread allocates may take at most `bytes` in all (each counted
+// at least 64 bytes, as allocated); one more throws ag::Error: "<what>: <detail>". For building a
+// model from a file's description: a config asking for more than the file's tensors fails at
+// once instead of allocating first. Budgets nest (the innermost applies).
+class AllocationBudget {
+ public:
+  AllocationBudget(size_t bytes, std::string what);
+  ~AllocationBudget();
+  AllocationBudget(const AllocationBudget&) = delete;
+  AllocationBudget& operator=(const AllocationBudget&) = delete;
+  void charge(size_t bytes);  // called by every tensor allocation on this thread
+
+ private:
+  size_t left_;
+  size_t limit_;
+  std::string what_;
+  AllocationBudget* outer_;
+};
+
+// The machine's physical memory in bytes: no single tensor larger than this is attempted.
+size_t physical_memory_bytes();
+
+// Factories. Floating factories default to f32. Every factory throws ag::Error, naming the shape,
+// when the tensor would not fit in the machine's memory.
 Tensor empty(Shape shape, DType dtype = DType::f32);  // uninitialised
 Tensor zeros(const Shape& shape, DType dtype = DType::f32);
 Tensor ones(const Shape& shape, DType dtype = DType::f32);

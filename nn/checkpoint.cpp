@@ -1,6 +1,9 @@
 #include "nn/checkpoint.h"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cmath>
+
+#include "engine/json.h"
 
 namespace ag::nn {
 
@@ -25,12 +28,29 @@ void check_format(const std::string& path, const Checkpoint& checkpoint) {
   // attograd always writes the checksum, so a checkpoint without one has lost it to damage.
   AG_CHECK(checkpoint.checksummed, "{}: the file is corrupt: an attograd checkpoint without its checksum", path);
   const std::string* config = find_metadata(checkpoint, "config");
-  AG_CHECK(config && nlohmann::json::accept(*config) && nlohmann::json::parse(*config).is_object(),
-           "{}: the checkpoint's config is {}", path, config ? "not valid JSON or not an object" : "missing");
+  AG_CHECK(config, "{}: the checkpoint's config is missing", path);
+  AG_CHECK(parse_json(*config, fmt::format("{}: the checkpoint's config", path)).is_object(),
+           "{}: the checkpoint's config is not a JSON object", path);
   const bool has_type = find_metadata(checkpoint, "optimizer") != nullptr;
   AG_CHECK(has_type == !checkpoint.optimizer.empty(),
            "{}: the metadata {} an optimizer type but the file has {} 'optimizer.' tensors", path,
            has_type ? "names" : "does not name", checkpoint.optimizer.empty() ? "no" : "some");
+}
+
+// Refuses a tensor holding a NaN or an infinity, naming it and the first such element.
+void check_finite(const std::string& path, const NamedTensors& tensors) {
+  for (const auto& named : tensors) {  // not a structured binding: clang 14 cannot capture those
+    const std::string& name = named.first;
+    const Tensor& tensor = named.second;
+    if (!is_floating(tensor.dtype())) continue;
+    dispatch_floating(tensor.dtype(), "load", [&]<typename T>() {
+      const T* values = tensor.data<T>();
+      for (int64_t i = 0, n = tensor.numel(); i < n; ++i)
+        AG_CHECK(std::isfinite(values[i]),
+                 "{}: tensor '{}' holds {} (element {} of shape {}): the weights are not usable (a diverged run?)",
+                 path, name, static_cast<double>(values[i]), i, shape_str(tensor.shape()));
+    });
+  }
 }
 
 // Runs `load` and puts the path in front of its error.
@@ -85,6 +105,15 @@ Checkpoint read_checkpoint(const std::string& path) {
   return checkpoint;
 }
 
+size_t model_memory_budget(const Checkpoint& checkpoint) {
+  constexpr size_t kMargin = 4;                  // a parameter's initialisation may take a few temporaries
+  constexpr size_t kBuffers = size_t{16} << 20;  // masks, positional tables: unsaved, bounded by the config
+  size_t stored = 0;
+  for (const auto& [_, tensor] : checkpoint.model)
+    stored += std::max<size_t>(64, static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
+  return kMargin * stored + kBuffers;
+}
+
 Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer) {
   Checkpoint checkpoint = read_checkpoint(path);
   if (optimizer) {
@@ -92,6 +121,8 @@ Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer) {
     AG_CHECK(saved && *saved == optimizer->type_name(), "{}: the checkpoint holds {} state, expected {} state", path,
              saved ? *saved : "no optimizer", optimizer->type_name());
   }
+  check_finite(path, checkpoint.model);
+  check_finite(path, checkpoint.optimizer);
   with_path(path, [&] { module.load_state_dict(checkpoint.model); });
   if (optimizer) with_path(path, [&] { optimizer->load_state_dict(checkpoint.optimizer); });
   return checkpoint;

@@ -40,9 +40,28 @@ void save(const std::string& path, const Module& module, const std::string& conf
 // checksum is missing or does not match its content (a damaged file).
 Checkpoint read_checkpoint(const std::string& path);
 
+// Builds the model a checkpoint's config describes with `build()`, allowed no more tensor memory
+// than the model tensors the file holds (times a margin for initialisation's temporaries, plus
+// room for buffers a state_dict does not save): a config that asks for more heads, layers or
+// width than the file stores fails at once, naming the file, before the memory is spent. The
+// strict load afterwards checks each shape.
+size_t model_memory_budget(const Checkpoint& checkpoint);
+template <typename Build>
+auto build_from_config(const Checkpoint& checkpoint, const std::string& path, Build&& build) {
+  AllocationBudget budget(model_memory_budget(checkpoint),
+                          "the config describes a larger model than the tensors the file holds");
+  try {
+    return build();
+  } catch (const Error& e) {
+    fail("{}: the checkpoint's config does not describe the model it holds (damaged or edited?): {}", path, e.what());
+  }
+}
+
 // Loads the model's tensors (strictly: missing, unexpected or wrong-shape entries are an error
 // naming them) and, if `optimizer` is given, its state, which the file must hold for an
-// optimizer of the same type. Returns the checkpoint (its metadata, config).
+// optimizer of the same type. A NaN or infinite value in any tensor is refused with its name,
+// for eval and sampling (it would give NaN outputs) as for --resume (it would give NaN losses). Returns the checkpoint
+// (its metadata, config).
 Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer = nullptr);
 
 }  // namespace ag::nn

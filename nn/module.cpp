@@ -50,10 +50,10 @@ NamedTensors Module::named_parameters(bool recurse) const {
   // A tensor registered under two names (a GPT's lm_head tied to its token embedding) is one
   // parameter: listed once, under its first name, as PyTorch's named_parameters() does.
   NamedTensors out;
-  for (auto& [name, t] : all) {
-    const bool seen =
-        std::any_of(out.begin(), out.end(), [&](const auto& kept) { return kept.second.impl() == t.impl(); });
-    if (!seen) out.emplace_back(std::move(name), std::move(t));
+  for (auto& named : all) {  // not a structured binding: clang 14 (the fuzz build) cannot capture those
+    const bool seen = std::any_of(out.begin(), out.end(),
+                                  [&](const auto& kept) { return kept.second.impl() == named.second.impl(); });
+    if (!seen) out.push_back(std::move(named));
   }
   return out;
 }

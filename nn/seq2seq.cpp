@@ -54,7 +54,7 @@ Tensor Attention::forward(const Tensor& query, const Tensor& hidden) {
 MultiHeadAttention::MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t input_dim, bool proj_values,
                                        Generator& gen) {
   AG_CHECK(n_heads > 0, "MultiHeadAttention: expected a positive number of heads, got {}", n_heads);
-  linear_out = register_module("linear_out", std::make_shared<Linear>(n_heads * d_model, d_model, true, gen));
+  linear_out = register_module("linear_out", std::make_shared<Linear>(numel({n_heads, d_model}), d_model, true, gen));
   attn_heads = register_module("attn_heads", std::make_shared<ModuleList<Attention>>());
   for (int64_t h = 0; h < n_heads; ++h)
     attn_heads->push_back(std::make_shared<Attention>(d_model, input_dim, proj_values, gen));

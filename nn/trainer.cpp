@@ -9,11 +9,11 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "engine/autograd.h"
 #include "engine/hash.h"
+#include "engine/json.h"
 #include "nn/checkpoint.h"
 
 namespace ag::nn {
@@ -51,7 +51,7 @@ nlohmann::json to_json(const std::vector<EpochRecord>& history) {
 
 std::vector<EpochRecord> history_from_json(const std::string& text) {
   std::vector<EpochRecord> history;
-  for (const auto& row : nlohmann::json::parse(text))
+  for (const auto& row : parse_json(text, "the history"))
     history.push_back({row.at("epoch").get<int64_t>(), row.at("train_loss").get<double>(),
                        row.at("metrics").get<std::map<std::string, double>>()});
   return history;
@@ -129,7 +129,7 @@ void Trainer::resume(const std::string& last_checkpoint) {
   try {
     history_ = history_from_json(meta.at("history"));
   } catch (const std::exception& e) {  // json's: name the file, not the parser
-    fail("{}: the training history in its metadata is malformed: {}", last_checkpoint, e.what());
+    fail("{}: the training history in its metadata is malformed: {}", last_checkpoint, json_error_text(e));
   }
   for (const EpochRecord& record : history_) best_score_ = std::max(best_score_, score(record));
   decode_generator(meta.at("shuffle_rng"), shuffle_);
@@ -148,7 +148,7 @@ void Trainer::resume(const std::string& last_checkpoint) {
 }
 
 void Trainer::check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const {
-  const nlohmann::json saved = nlohmann::json::parse(checkpoint.config());  // an object: read_checkpoint checked
+  const nlohmann::json saved = parse_json(checkpoint.config(), path);  // an object: read_checkpoint checked
   const nlohmann::json current = nlohmann::json::parse(options_.config.empty() ? "{}" : options_.config);
   for (const char* key : {"task", "model"}) {
     const std::string want = current.contains(key) ? current[key].dump() : "(none)";

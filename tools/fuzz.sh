@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes attograd with libFuzzer (clang, ASan + UBSan, leak detection): the safetensors reader,
-# the sentiment TSV reader and the command line, SECONDS each (default 60).
+# Fuzzes attograd with libFuzzer (clang, ASan + UBSan, leak detection), SECONDS each (default 60):
+# the safetensors reader (with a structure-aware mutator), the sentiment TSV reader, the command
+# line's flags, and `run`: the program running eval/predict/sample/train on fuzzed checkpoint and
+# data files (tests/fuzz/fuzz_run.cpp).
 #   tools/fuzz.sh [SECONDS]       JOBS=1 tools/fuzz.sh 60   (build parallelism, default 2)
 # Builds into build-fuzz/, starts from the committed seeds in tests/fuzz/<target>/ and grows a
 # working corpus in build-fuzz/corpus/<target>/. A crash, leak, timeout or uncaught exception is
@@ -10,7 +12,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
-targets=(safetensors tsv cli)
+targets=(safetensors tsv cli run)
 
 # Not in setup.sh: CI does not fuzz. Debian 12: clang 14, its libFuzzer/sanitizer runtimes, and
 # LLVM's OpenMP (clang's -fopenmp links libomp).
@@ -46,10 +48,12 @@ for target in "${targets[@]}"; do
   corpus="$build/corpus/$target"
   mkdir -p "$corpus"
   log="$build/fuzz_$target.log"
+  max_len=8192
+  [ "$target" = run ] && max_len=65536  # its seeds are whole (tiny) checkpoints
   status=0
   # -close_fd_mask=3: the CLI's own messages would drown the fuzzer's; -timeout: a hang is a finding.
   "$build/tests/fuzz/fuzz_$target" "$corpus" "$root/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 \
-    -rss_limit_mb=2048 -max_len=8192 -close_fd_mask=3 -print_final_stats=1 \
+    -rss_limit_mb=2048 -max_len="$max_len" -close_fd_mask=3 -print_final_stats=1 \
     -artifact_prefix="$build/findings/$target-" >"$log" 2>&1 || status=$?
   execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")"
   findings="$(find "$build/findings" -name "$target-*" | wc -l)"

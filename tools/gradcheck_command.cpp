@@ -34,16 +34,10 @@ std::vector<Shape> parse_shape_list(const std::string& text) {
   return shapes;
 }
 
-std::string shapes_text(const std::vector<Shape>& shapes) {
-  std::string text;
-  for (const Shape& s : shapes) text += (text.empty() ? "" : " ") + shape_str(s);
-  return text;
-}
-
 // Checks one op at one shape set, prints its row (and its worst elements on failure).
 bool check_row(const OpEntry& op, const std::vector<Shape>& shapes, bool verbose, bool second_order) {
   const GradcheckResult result = gradcheck_op(op, shapes, {}, second_order);
-  fmt::print("{:<22} {:<28} {:>12.3e} {:>12.3e}  {}\n", op.name, shapes_text(shapes), result.max_abs_error,
+  fmt::print("{:<22} {:<28} {:>12.3e} {:>12.3e}  {}\n", op.name, shapes_str(shapes), result.max_abs_error,
              result.max_rel_error, result.ok ? "ok" : "FAIL");
   if (!result.ok || verbose) fmt::print("{}", result.report());
   return result.ok;
@@ -75,6 +69,7 @@ int run(const GradcheckArgs& args) {
       for (const auto& shapes : op.shape_sets) rows.emplace_back(&op, shapes);
     }
   }
+  for (const auto& [op, shapes] : rows) check_op_shapes(*op, shapes);
   fmt::print("{:<22} {:<28} {:>12} {:>12}  {}\n", "op", "shapes", "max abs err", "max rel err", "ok");
   int failed = 0;
   for (const auto& [op, shapes] : rows)

@@ -120,7 +120,17 @@ Tensor index_gather(std::string_view name, const Tensor& x, int64_t dim, const T
 
 // The backward of the gather as an op of its own: g scatter-added into zeros of in_shape.
 Tensor index_add_zeros(const Tensor& g, const Shape& in_shape, int64_t dim, const Tensor& index, int64_t pad) {
-  Tensor out = scatter_add_kernel(g, in_shape, dim, index, pad);
+  // Registered as an op of its own (gradcheck's --shapes reach it): g must be what the gather of
+  // `index` along `dim` of in_shape gives, the indices within that dim.
+  const int64_t d = normalize_dim("index_add_zeros", dim, static_cast<int64_t>(in_shape.size()));
+  Shape gathered(in_shape.begin(), in_shape.begin() + d);
+  gathered.insert(gathered.end(), index.shape().begin(), index.shape().end());
+  gathered.insert(gathered.end(), in_shape.begin() + d + 1, in_shape.end());
+  AG_CHECK(g.shape() == gathered,
+           "index_add_zeros: the gradient has shape {}, expected {} ({} indices into dim {} of {})",
+           shape_str(g.shape()), shape_str(gathered), shape_str(index.shape()), d, shape_str(in_shape));
+  check_index_range("index_add_zeros", index, in_shape[d], fmt::format("dim {} of {}", d, shape_str(in_shape)));
+  Tensor out = scatter_add_kernel(g, in_shape, d, index, pad);
   record(out, "IndexAddBackward", {g}, {index}, [g_shape = g.shape(), dim, pad](const BackwardContext& c) {
     // out[o, index[k], i] += g[o, k, i]  (skipping index[k] == pad)  →  dg[o, k, i] = grad[o, index[k], i], 0 at pad
     return std::vector<Tensor>{index_gather("IndexSelectBackward", c.grad, dim, c.saved[0], g_shape, pad, true)};
@@ -209,7 +219,7 @@ void register_index_ops(Registry& registry) {
                 [](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
                   Tensor indices = randint(0, shapes[0][0], shapes[1], gen);
                   int64_t* pi = indices.data<int64_t>();
-                  pi[0] = 1;                               // the padding index
+                  if (indices.numel() > 0) pi[0] = 1;      // the padding index
                   if (indices.numel() > 2) pi[2] = pi[1];  // a repeat
                   return std::vector<Tensor>{draw(shapes[0], {}, gen, dtype).requires_grad_(), indices};
                 },

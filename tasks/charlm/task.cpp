@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <numbers>
 
 #include "engine/autograd.h"
+#include "engine/json.h"
 #include "engine/ops.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
@@ -155,7 +155,7 @@ struct Trained {
 
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-  nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+  nlohmann::json config = parse_json(checkpoint.config(), path);
   AG_CHECK(config.value("task", "") == "charlm", "{}: a checkpoint of task '{}', expected 'charlm'", path,
            config.value("task", "?"));
   AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint has no vocabulary", path);
@@ -163,7 +163,7 @@ Trained load_trained(const std::string& path) {
   const nn::GPTConfig model_config = model_config_of(config, path);
   AG_CHECK(model_config.vocab_size == vocabulary.size(), "{}: vocab_size {} but a vocabulary of {} characters", path,
            model_config.vocab_size, vocabulary.size());
-  auto model = std::make_unique<nn::GPT>(model_config);
+  auto model = nn::build_from_config(checkpoint, path, [&] { return std::make_unique<nn::GPT>(model_config); });
   nn::load(path, *model);
   model->eval();
   return {std::move(model), std::move(vocabulary), std::move(config)};

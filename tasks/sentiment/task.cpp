@@ -6,10 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "engine/autograd.h"
+#include "engine/json.h"
 #include "engine/ops.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
@@ -286,21 +286,23 @@ void write_explanation(const std::string& path, const std::string& text, const V
 struct TrainedClassifier {
   explicit TrainedClassifier(const std::string& path) {
     const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-    const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+    const nlohmann::json config = parse_json(checkpoint.config(), path);
     AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'", path,
              config.value("task", "?"));
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
     try {
-      vocab = Vocabulary(nlohmann::json::parse(checkpoint.metadata.at("vocabulary")).get<std::vector<std::string>>(),
+      vocab = Vocabulary(parse_json(checkpoint.metadata.at("vocabulary"), "vocabulary").get<std::vector<std::string>>(),
                          tokenizer_named(config.value("tokenizer", "seed002")));
-      model = std::make_unique<SentimentClassifier>(ClassifierConfig{.vocab_size = vocab.size(),
-                                                                     .dim = config.at("dim").get<int64_t>(),
-                                                                     .heads = config.value("heads", int64_t{0}),
-                                                                     .dropout = config.value("dropout", 0.0)});
+      const ClassifierConfig model_config{.vocab_size = vocab.size(),
+                                          .dim = config.at("dim").get<int64_t>(),
+                                          .heads = config.value("heads", int64_t{0}),
+                                          .dropout = config.value("dropout", 0.0)};
+      model =
+          nn::build_from_config(checkpoint, path, [&] { return std::make_unique<SentimentClassifier>(model_config); });
       epoch = std::stoll(checkpoint.metadata.count("epoch") ? checkpoint.metadata.at("epoch") : "0");
     } catch (const std::exception& e) {  // json's errors name neither the file nor the setting's meaning
       fail("{}: the checkpoint's vocabulary or model settings (dim, heads, tokenizer) are malformed: {}", path,
-           e.what());
+           json_error_text(e));
     }
     nn::load(path, *model);
     model->eval();

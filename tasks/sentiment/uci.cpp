@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/hash.h"
+#include "engine/json.h"
 #include "tasks/common/corpus.h"
 #include "tasks/common/text.h"
 
@@ -26,9 +27,9 @@ int label_of(const nlohmann::json& record) {
 SourceFile parse_source(const std::string& json_text, const std::string& source, const std::string& file_name) {
   nlohmann::json records;
   try {
-    records = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{}: not valid JSON ({}); expected a list of {{\"text\": …, \"class\": 0 or 1}} records", file_name, e.what());
+    records = parse_json(json_text, file_name);
+  } catch (const Error& e) {
+    fail("{}; expected a list of {{\"text\": …, \"class\": 0 or 1}} records", e.what());
   }
   AG_CHECK(records.is_array(), "{}: expected a JSON list of {{\"text\": …, \"class\": 0 or 1}} records, found a {}",
            file_name, records.type_name());
@@ -37,7 +38,7 @@ SourceFile parse_source(const std::string& json_text, const std::string& source,
     const nlohmann::json& record = records[i];
     AG_CHECK(record.is_object() && record.contains("text") && record["text"].is_string(),
              "{}: record {} is not a {{\"text\": string, \"class\": 0 or 1}} object: {:.60}", file_name, i,
-             record.dump());
+             record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     Example example{record["text"].get<std::string>(), label_of(record), source};
     if (example.text.empty() || example.label < 0) {
       ++file.dropped;

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "engine/autograd.h"
+#include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/safetensors.h"
 #include "nn/checkpoint.h"
@@ -87,7 +87,7 @@ ModelConfig model_config_of(const nlohmann::json& config, const std::string& pat
             .layers = config.at("layers").get<int64_t>(),
             .dropout = config.at("dropout").get<double>()};
   } catch (const nlohmann::json::exception& e) {
-    fail("{}: the checkpoint's model settings have the wrong type: {}", path, e.what());
+    fail("{}: the checkpoint's model settings have the wrong type: {}", path, json_error_text(e));
   }
 }
 
@@ -158,10 +158,12 @@ StepLoss first_step_loss(const SquaresOptions& options) {
 
 int eval(const EvalOptions& options) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
-  const nlohmann::json config = nlohmann::json::parse(checkpoint.config());
+  const nlohmann::json config = parse_json(checkpoint.config(), options.checkpoint);
   AG_CHECK(config.value("task", "") == "squares", "{}: a checkpoint of task '{}', expected 'squares'",
            options.checkpoint, config.value("task", "?"));
-  std::unique_ptr<SquaresModel> model = make_model(model_config_of(config, options.checkpoint));
+  const ModelConfig model_config = model_config_of(config, options.checkpoint);
+  std::unique_ptr<SquaresModel> model =
+      nn::build_from_config(checkpoint, options.checkpoint, [&] { return make_model(model_config); });
   nn::load(options.checkpoint, model->module());
   model->module().eval();
   NoGradGuard no_grad;

@@ -14,6 +14,37 @@ namespace {
 const Tensor a23 = ones({2, 3});
 const Tensor a45 = ones({4, 5});
 
+// Element counts are formed by one checked helper: a product past int64 or a negative size is an
+// error, and a tensor larger than the machine's memory is refused before anything is allocated.
+TEST(Errors, SizesAreCheckedBeforeAnythingIsAllocated) {
+  EXPECT_EQ(numel({3, 0, int64_t{1} << 62}), 0);
+  EXPECT_EQ(numel({int64_t{1} << 31, int64_t{1} << 31}), int64_t{1} << 62);
+  expect_error([] { numel({3, 6148914691236517206}); }, {"(3,6148914691236517206)", "more elements than a tensor"});
+  expect_error([] { numel({2, -1}); }, {"negative size -1"});
+  expect_error(
+      [] {
+        zeros({int64_t{1} << 40, int64_t{1} << 20});
+      },
+      {"(1099511627776,1048576)", "needs more memory than this machine has"});
+  expect_error([] { empty({int64_t{1} << 62, 4}, DType::f64); }, {"more elements than a tensor"});
+}
+
+// An AllocationBudget caps what this thread allocates while it lives; it nests and ends.
+TEST(Errors, AnAllocationBudgetStopsAllocationsBeyondIt) {
+  {
+    AllocationBudget budget(1024, "building the model");
+    const Tensor small = zeros({100});  // 400 bytes, 512 as allocated
+    expect_error([] { zeros({200}); }, {"building the model", "more than 1024 bytes"});
+    {
+      AllocationBudget inner(64, "inner");
+      expect_error([] { zeros({17}); }, {"inner"});
+    }
+    const Tensor more = zeros({100});  // the outer budget again: 1024 bytes in all
+    expect_error([] { zeros({1}); }, {"building the model"});
+  }
+  EXPECT_EQ(zeros({1 << 20}).numel(), 1 << 20);  // no budget once it ended
+}
+
 TEST(Errors, MatmulInnerDimensions) {
   expect_error([] { matmul(a23, a45); }, {"matmul", "(2,3)", "(4,5)"});
 }

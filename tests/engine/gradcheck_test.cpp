@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "tests/test_util.h"
 
 namespace ag {
 namespace {
@@ -19,12 +22,6 @@ struct OpCase {
 void PrintTo(const OpCase& c, std::ostream* os) {
   *os << c.op->name;
   for (const Shape& s : c.shapes) *os << " " << shape_str(s);
-}
-
-std::string shapes_text(const OpCase& c) {
-  std::string text;
-  for (const Shape& s : c.shapes) text += shape_str(s) + " ";
-  return text;
 }
 
 std::vector<OpCase> all_cases() {
@@ -46,7 +43,7 @@ class RegisteredOp : public testing::TestWithParam<OpCase> {};
 TEST_P(RegisteredOp, GradientMatchesFiniteDifferences) {
   const OpCase& c = GetParam();
   const GradcheckResult result = gradcheck_op(*c.op, c.shapes);
-  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_text(c) << "\n" << result.report();
+  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_str(c.shapes) << "\n" << result.report();
   EXPECT_GT(result.checked, 0);
 }
 
@@ -56,7 +53,7 @@ TEST_P(RegisteredOp, SecondOrderGradientMatchesFiniteDifferences) {
   const OpCase& c = GetParam();
   if (!c.op->no_double_backward.empty()) GTEST_SKIP() << c.op->name << ": " << c.op->no_double_backward;
   const GradcheckResult result = gradcheck_op(*c.op, c.shapes, {}, /*second_order=*/true);
-  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_text(c) << "\n" << result.report();
+  EXPECT_TRUE(result.ok) << c.op->name << " at " << shapes_str(c.shapes) << "\n" << result.report();
   EXPECT_GT(result.checked, 0);
 }
 
@@ -76,6 +73,48 @@ TEST_P(RegisteredOp, F32ForwardAgreesWithF64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, RegisteredOp, testing::ValuesIn(all_cases()), case_name);
+
+// Shapes from a user (the CLI's --shapes) are checked as strictly as the registry's own: the
+// number of inputs, the element count (overflow included); distinct values are drawn by
+// construction, so max over 20x20 (400 values 0.01 apart in [-2, 2]) returns instead of hanging.
+TEST(Gradcheck, ChecksUserShapesAndDrawsDistinctValuesByConstruction) {
+  const Registry& registry = Registry::global();
+  expect_error(
+      [&] {
+        gradcheck_op(registry.find("matmul"), {{4, 5}});
+      },
+      {"matmul", "got 1 input shape(s)", "expected 2"});
+  expect_error([&] { gradcheck_op(registry.find("matmul"), {{4, 5}}, {}, true); }, {"got 1 input shape(s)"});
+  expect_error(
+      [&] {
+        gradcheck_op(registry.find("sum_keepdim"), {{3, 6148914691236517206}});
+      },
+      {"(3,6148914691236517206)", "more elements than a tensor can hold"});
+  expect_error([&] { gradcheck_op(registry.find("matmul"), {{200, 200}, {200, 200}}); }, {"more than 10000 elements"});
+  expect_error(
+      [&] {
+        gradcheck_op(registry.find("index_select"), {{}, {}});
+      },
+      {"index_select", "shapes () () do not have the numbers of dims", "(4,3) (6)"});
+  expect_error(
+      [&] {
+        gradcheck_op(registry.find("embedding_backward"), {{5, 3}, {7}});
+      },
+      {"index_add_zeros", "has shape (5,3), expected (7,3)"});
+  expect_error([&] { gradcheck_op(registry.find("max"), {{30, 30}}); }, {"cannot draw 900 values", "at most 400"});
+
+  Generator gen(3);
+  const std::vector<double> values = draw({20, 20}, {.distinct = true}, gen, DType::f64).to_vector();
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); ++i) ASSERT_GE(sorted[i] - sorted[i - 1], 1e-2 - 1e-12) << i;
+  EXPECT_GE(sorted.front(), -2.0);
+  EXPECT_LE(sorted.back(), 2.0);
+  EXPECT_FALSE(std::is_sorted(values.begin(), values.end()));  // shuffled, not a ramp
+  const Tensor kinked = draw({50}, {.kinks = {0.0}, .distinct = true}, gen, DType::f64);
+  for (double v : kinked.to_vector()) EXPECT_GE(std::abs(v), 1e-2);
+  EXPECT_TRUE(gradcheck_op(registry.find("max"), {{20, 20}}).ok);
+}
 
 // A deliberately wrong backward (the gradient of x² taken as x instead of 2x) must fail, and the
 // report must name the worst element.

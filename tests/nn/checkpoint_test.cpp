@@ -124,6 +124,45 @@ TEST(Checkpoint, LoadingIsStrictAndNamesWhatIsWrong) {
   expect_error([&] { load(plain, *model, &adam); }, {"holds no optimizer state"});
 }
 
+// Weights that are not numbers are refused by name, with or without the optimizer.
+TEST(Checkpoint, ANaNOrInfiniteTensorIsRefusedByName) {
+  const TempDir dir;
+  const std::string path = dir / "model.safetensors";
+  auto model = small_model(1);
+  Adam adam(model->parameters());
+  train_steps(*model, adam, 1);
+  for (double bad : {NAN, INFINITY, -INFINITY}) {
+    auto damaged = small_model(1);
+    {
+      NoGradGuard no_grad;
+      damaged->parameters()[2].fill_(bad);
+    }
+    save(path, *damaged, kConfig, &adam);
+    auto fresh = small_model(2);
+    expect_error([&] { load(path, *fresh); }, {path, "tensor '2.weight' holds", "element 0 of shape (1,8)"});
+  }
+  save(path, *model, kConfig, &adam);
+  auto fresh = small_model(2);
+  Adam other(fresh->parameters());
+  load(path, *fresh, &other);  // finite: loads
+  EXPECT_EQ(all_values(*fresh), all_values(*model));
+}
+
+// A config asking for more than the file's tensors fails while the model is built, naming the
+// file, instead of allocating what it asks.
+TEST(Checkpoint, AModelFromAConfigIsBuiltWithinTheFilesTensors) {
+  const TempDir dir;
+  const std::string path = dir / "model.safetensors";
+  save(path, *small_model(1), kConfig);
+  const Checkpoint checkpoint = read_checkpoint(path);
+  auto built = build_from_config(checkpoint, path, [] { return small_model(2); });
+  load(path, *built);
+  expect_error([&] { build_from_config(checkpoint, path, [] { return small_model(2, 1 << 20); }); },
+               {path, "the config describes a larger model than the tensors the file holds"});
+  expect_error([&] { build_from_config(checkpoint, path, [] { return small_model(2, -3); }); },
+               {path, "does not describe the model it holds"});
+}
+
 TEST(Checkpoint, RejectsFilesOfAnotherFormatOrVersion) {
   const TempDir dir;
   auto model = small_model(1);
@@ -148,7 +187,7 @@ TEST(Checkpoint, RejectsFilesOfAnotherFormatOrVersion) {
       [&] {
         read_checkpoint(write({{"format", "attograd-checkpoint"}, {"format_version", "1"}, {"config", "{oops"}}));
       },
-      {"config is not valid JSON"});
+      {"the checkpoint's config: not valid JSON"});
   expect_error(
       [&] {
         read_checkpoint(write({{"format", "attograd-checkpoint"}, {"format_version", "1"}}));

@@ -59,6 +59,60 @@ flip $((size - 10)) "$ckpt/flipped-data.safetensors"
 flip 200 "$ckpt/flipped-header.safetensors"
 python3 "$here/edit_checkpoint.py" "$good/last.safetensors" "$ckpt/shape.safetensors" shape
 python3 "$here/edit_checkpoint.py" "$good/last.safetensors" "$ckpt/dtype.safetensors" dtype
+# Hostile checkpoints (edit_checkpoint.py's modes): nesting, sizes, offsets, names, weights.
+edit() { python3 "$here/edit_checkpoint.py" "$@"; }
+charlm="$work/charlm"
+for _ in $(seq 20); do printf 'the cat sat on the mat.\nthe dog ate a bone.\n'; done >"$work/text.txt"
+"$attograd" train charlm --data "$work/text.txt" --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 \
+  --width 8 --out "$charlm" --quiet >/dev/null 2>&1
+[ -s "$charlm/last.safetensors" ] || { echo "NOT OK setup: no $charlm/last.safetensors"; exit 1; }
+edit "$good/last.safetensors" "$ckpt/deep-header.safetensors" deep-header 200000
+edit "$good/last.safetensors" "$ckpt/deep65-header.safetensors" deep-header 65
+edit "$good/last.safetensors" "$ckpt/deep-config.safetensors" deep-config 200000
+edit "$good/last.safetensors" "$ckpt/deep-vocabulary.safetensors" deep-metadata vocabulary 200000
+edit "$good/last.safetensors" "$ckpt/deep-history.safetensors" deep-metadata history 200000
+edit "$squares/last.safetensors" "$ckpt/deep-squares.safetensors" deep-header 200000
+edit "$charlm/last.safetensors" "$ckpt/deep-charlm.safetensors" deep-config 200000
+edit "$good/last.safetensors" "$ckpt/duplicate.safetensors" duplicate
+edit "$good/last.safetensors" "$ckpt/gap.safetensors" gap
+edit "$good/last.safetensors" "$ckpt/overlap.safetensors" overlap
+edit "$good/last.safetensors" "$ckpt/trailing.safetensors" trailing
+edit "$good/last.safetensors" "$ckpt/huge-offsets.safetensors" huge-offsets
+edit "$good/last.safetensors" "$ckpt/huge-shape.safetensors" huge-shape
+edit "$good/last.safetensors" "$ckpt/length-0.safetensors" header-length 0
+edit "$good/last.safetensors" "$ckpt/length-max.safetensors" header-length 18446744073709551615
+edit "$good/last.safetensors" "$ckpt/nan.safetensors" nan
+edit "$good/last.safetensors" "$ckpt/inf.safetensors" inf
+edit "$squares/last.safetensors" "$ckpt/nan-squares.safetensors" nan
+edit "$charlm/last.safetensors" "$ckpt/inf-charlm.safetensors" inf
+edit "$squares/last.safetensors" "$ckpt/heads-200000.safetensors" config heads 200000
+edit "$squares/last.safetensors" "$ckpt/d-model-2e62.safetensors" config d_model 4611686018427387904
+edit "$transformer/last.safetensors" "$ckpt/layers-100000.safetensors" config layers 100000
+edit "$good/last.safetensors" "$ckpt/dim-2e62.safetensors" config dim 4611686018427387904
+edit "$good/last.safetensors" "$ckpt/dim-string.safetensors" config dim '"sixteen"'
+edit "$good/last.safetensors" "$ckpt/vocabulary-object.safetensors" config tokenizer '{"a": 1}'
+edit "$charlm/last.safetensors" "$ckpt/n-embd-2e62.safetensors" config n_embd 4611686018427387904
+# A 1 GB file (sparse: no disk) whose header length is 0, one whose length is 150 MB.
+cp "$ckpt/length-0.safetensors" "$ckpt/big-length-0.safetensors" && truncate -s 1G "$ckpt/big-length-0.safetensors"
+edit "$good/last.safetensors" "$ckpt/big-length.safetensors" header-length 150000000
+truncate -s 200M "$ckpt/big-length.safetensors"
+resume_from() {  # resume_from CHECKPOINT: a run folder holding it as last.safetensors
+  local run="$work/resume-$(basename "$1" .safetensors)"
+  mkdir -p "$run" && cp "$1" "$run/last.safetensors" && echo "$run"
+}
+# A message must not be a library's own text.
+internals() { grep -qE 'json\.exception|bad_alloc|filesystem error|^attograd: error: : ' <<<"$1"; }
+clean() {  # clean NAME -- COMMAND...: its message holds none of the libraries' internal text
+  local name="$1" output
+  shift 2
+  output="$("$@" 2>&1)"
+  if internals "$output"; then
+    echo "NOT OK $name: library text in: $output"
+    failures=$((failures + 1))
+  else
+    echo "OK $name (no library text)"
+  fi
+}
 
 echo "== checkpoints"
 eval_s=("$attograd" eval sentiment --checkpoint)
@@ -66,7 +120,7 @@ bad "missing checkpoint" 1 "cannot open" -- "${eval_s[@]}" "$ckpt/none.safetenso
 bad "checkpoint is a directory" 1 "is a directory" -- "${eval_s[@]}" "$ckpt/dir.safetensors"
 bad "empty checkpoint" 1 "shorter than the 8-byte header length" -- "${eval_s[@]}" "$ckpt/empty.safetensors"
 bad "truncated checkpoint (header)" 1 "truncated" -- "${eval_s[@]}" "$ckpt/truncated.safetensors"
-bad "truncated checkpoint (data)" 1 "corrupt" -- "${eval_s[@]}" "$ckpt/short-data.safetensors"
+bad "truncated checkpoint (data)" 1 "the file is truncated: its tensors need" -- "${eval_s[@]}" "$ckpt/short-data.safetensors"
 bad "garbage checkpoint" 1 "garbage.safetensors" -- "${eval_s[@]}" "$ckpt/garbage.safetensors"
 bad "bit flipped in the data" 1 "corrupt" -- "${eval_s[@]}" "$ckpt/flipped-data.safetensors"
 bad "bit flipped in the header" 1 "flipped-header.safetensors" -- "${eval_s[@]}" "$ckpt/flipped-header.safetensors"
@@ -84,6 +138,63 @@ bad "resume: squares selfattn as transformer" 1 "the checkpoint's model is \"sel
 bad "resume: other --dim" 1 "the model expects" -- "$attograd" train sentiment --dim 8 --resume "$good" --out "$out" --quiet
 bad "resume: folder without last.safetensors" 1 "cannot open" -- "$attograd" train sentiment --resume "$ckpt" --out "$out" --quiet
 bad "resume: corrupt last.safetensors" 1 "corrupt" -- bash -c "mkdir -p '$work/corrupt' && cp '$ckpt/flipped-data.safetensors' '$work/corrupt/last.safetensors' && '$attograd' train sentiment --resume '$work/corrupt' --out '$out' --quiet"
+# Nesting: bounded at parse time, never copied or printed recursively.
+bad "header nested 200,000 deep" 1 "the header: the JSON nests deeper than 64 levels" -- "${eval_s[@]}" "$ckpt/deep-header.safetensors"
+bad "header nested 65 deep" 1 "nests deeper than 64 levels" -- "${eval_s[@]}" "$ckpt/deep65-header.safetensors"
+bad "resume: header nested 200,000 deep" 1 "nests deeper than 64 levels" -- "$attograd" train sentiment --resume "$(resume_from "$ckpt/deep-header.safetensors")" --out "$out" --quiet
+bad "config nested 200,000 deep" 1 "the checkpoint's config: the JSON nests deeper" -- "${eval_s[@]}" "$ckpt/deep-config.safetensors"
+bad "resume: config nested 200,000 deep" 1 "the checkpoint's config: the JSON nests deeper" -- "$attograd" train sentiment --resume "$(resume_from "$ckpt/deep-config.safetensors")" --out "$out" --quiet
+bad "vocabulary nested 200,000 deep" 1 "vocabulary: the JSON nests deeper" -- "${eval_s[@]}" "$ckpt/deep-vocabulary.safetensors"
+bad "resume: history nested 200,000 deep" 1 "the history: the JSON nests deeper" -- "$attograd" train sentiment --resume "$(resume_from "$ckpt/deep-history.safetensors")" --epochs 3 --out "$out" --quiet
+bad "eval squares: header nested 200,000 deep" 1 "nests deeper than 64 levels" -- "$attograd" eval squares --checkpoint "$ckpt/deep-squares.safetensors"
+bad "sample: config nested 200,000 deep" 1 "nests deeper than 64 levels" -- "$attograd" sample --checkpoint "$ckpt/deep-charlm.safetensors" --tokens 3
+# The format's rules: one entry per name, tensors tiling the data, nothing after it.
+bad "tensor name repeated" 1 "repeats the key \"embed.weight\"" -- "${eval_s[@]}" "$ckpt/duplicate.safetensors"
+bad "gap between tensors" 1 "a gap of 4 bytes no tensor covers" -- "${eval_s[@]}" "$ckpt/gap.safetensors"
+bad "two tensors on the same bytes" 1 "share data bytes" -- "${eval_s[@]}" "$ckpt/overlap.safetensors"
+bad "bytes after the last tensor" 1 "16 bytes after the last tensor" -- "${eval_s[@]}" "$ckpt/trailing.safetensors"
+bad "data_offsets near 2^64" 1 "data_offsets span" -- "${eval_s[@]}" "$ckpt/huge-offsets.safetensors"
+bad "shape whose product wraps 2^64" 1 "more elements than a tensor can hold" -- "${eval_s[@]}" "$ckpt/huge-shape.safetensors"
+bad "header length 0" 1 "its header length is 0" -- "${eval_s[@]}" "$ckpt/length-0.safetensors"
+bad "header length 2^64-1" 1 "runs past the end" -- "${eval_s[@]}" "$ckpt/length-max.safetensors"
+bad "1 GB file, header length 0 (not read whole)" 1 "its header length is 0" -- "${eval_s[@]}" "$ckpt/big-length-0.safetensors"
+bad "header length 150 MB" 1 "over the 100000000 bytes a safetensors header may have" -- "${eval_s[@]}" "$ckpt/big-length.safetensors"
+# Weights that are not numbers.
+bad "eval: a NaN weight" 1 "tensor 'embed.weight' holds nan" -- "${eval_s[@]}" "$ckpt/nan.safetensors"
+bad "predict: an infinite weight" 1 "tensor 'embed.weight' holds inf" -- "$attograd" predict sentiment --checkpoint "$ckpt/inf.safetensors" "a good film"
+bad "resume: a NaN weight" 1 "holds nan" -- "$attograd" train sentiment --resume "$(resume_from "$ckpt/nan.safetensors")" --epochs 3 --out "$out" --quiet
+bad "eval squares: a NaN weight" 1 "holds nan" -- "$attograd" eval squares --checkpoint "$ckpt/nan-squares.safetensors"
+bad "sample: an infinite weight" 1 "holds inf" -- "$attograd" sample --checkpoint "$ckpt/inf-charlm.safetensors" --tokens 3
+# Sizes in the config: checked against the stored tensors before the memory is spent.
+bad "squares config: 200,000 heads" 1 "larger model than the tensors the file holds" -- "$attograd" eval squares --checkpoint "$ckpt/heads-200000.safetensors"
+bad "squares config: d_model 2^62" 1 "more elements than a tensor can hold" -- "$attograd" eval squares --checkpoint "$ckpt/d-model-2e62.safetensors"
+bad "squares config: 100,000 layers" 1 "larger model than the tensors the file holds" -- "$attograd" eval squares --checkpoint "$ckpt/layers-100000.safetensors"
+bad "sentiment config: dim 2^62" 1 "more elements than a tensor can hold" -- "${eval_s[@]}" "$ckpt/dim-2e62.safetensors"
+bad "sentiment config: dim a string" 1 "model settings (dim, heads, tokenizer) are malformed: type must be number" -- "${eval_s[@]}" "$ckpt/dim-string.safetensors"
+bad "sentiment config: tokenizer an object" 1 "are malformed" -- "${eval_s[@]}" "$ckpt/vocabulary-object.safetensors"
+bad "charlm config: n_embd 2^62" 1 "model sizes out of range" -- "$attograd" sample --checkpoint "$ckpt/n-embd-2e62.safetensors" --tokens 3
+clean "sentiment config: dim a string" -- "${eval_s[@]}" "$ckpt/dim-string.safetensors"
+clean "sentiment config: tokenizer an object" -- "${eval_s[@]}" "$ckpt/vocabulary-object.safetensors"
+clean "empty checkpoint name" -- "${eval_s[@]}" ""
+
+echo "== gradcheck"
+grad=("$attograd" gradcheck --op)
+bad "sum_keepdim 3x6148914691236517206 (wraps)" 1 "more elements than a tensor can hold" -- "${grad[@]}" sum_keepdim --shapes 3x6148914691236517206
+bad "matmul with one shape" 1 "gradcheck matmul: got 1 input shape(s), expected 2" -- "${grad[@]}" matmul --shapes 4x5
+bad "matmul with one shape, second order" 1 "got 1 input shape(s), expected 2" -- "${grad[@]}" matmul --shapes 4x5 --second-order
+bad "add with three shapes" 1 "gradcheck add: got 3 input shape(s), expected 2" -- "${grad[@]}" add --shapes 2x3,2x3,2x3
+bad "max 30x30: more distinct values than fit" 1 "cannot draw 900 values at least 0.01 apart" -- "${grad[@]}" max --shapes 30x30
+bad "matmul 200x200 twice: too many elements" 1 "more than 10000 elements" -- "${grad[@]}" matmul --shapes 200x200,200x200
+bad "a size past int64" 1 "expected sizes separated by 'x'" -- "${grad[@]}" sum --shapes 99999999999999999999
+bad "a negative size" 1 "expected sizes separated by 'x'" -- "${grad[@]}" softmax --shapes 3x-1
+bad "matmul of mismatched shapes" 1 "matmul: inner dimensions differ" -- "${grad[@]}" matmul --shapes 4x5,6x7
+bad "max of an empty dimension" 1 "cannot reduce an empty dimension" -- "${grad[@]}" max --shapes 2x0
+bad "no such op" 1 "no op named 'nosuch'" -- "${grad[@]}" nosuch
+bad "index_select with scalar shapes (read past them)" 1 "do not have the numbers of dims of its registered shape sets" -- "${grad[@]}" index_select --shapes scalar,scalar
+bad "cross_entropy with scalar shapes" 1 "do not have the numbers of dims" -- "${grad[@]}" cross_entropy --shapes scalar,scalar
+bad "embedding_backward at other sizes (wrote out of bounds)" 1 "index_add_zeros: the gradient has shape (5,3), expected (7,3)" -- "${grad[@]}" embedding_backward --shapes 5x3,7
+bad "max 20x20 (once a hang) passes" 0 "1 rows, 1 passed" -- "${grad[@]}" max --shapes 20x20
+bad "matmul second order at a given shape passes" 0 "1 rows, 1 passed" -- "${grad[@]}" matmul --shapes 4x5,5x6 --second-order
 
 echo "== flags"
 train_s=("$attograd" train sentiment --out "$out" --quiet)

@@ -7,7 +7,6 @@
 #   tools/bench/charlm_compare.sh [--runs N] [--iters N]     (default 3 runs of 300 iterations)
 # Uses build/tools/attograd (tools/setup.sh builds it). Run it alone on a quiet machine.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/tools/bench/bench_lib.sh"
 attograd="$(attograd_program "$root" charlm_compare)"
