@@ -7,6 +7,7 @@
 #include "engine/threads.h"
 #include "nn/trainer.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 int ag::cli::run(int argc, char** argv, Mode mode) {
   CLI::App app{"attograd: a small reverse-mode autograd engine for attention models"};
@@ -15,7 +16,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   app.fallthrough();  // global options (--threads) may follow the subcommand; subcommands inherit this
   int threads = 0;
   app.add_option("--threads", threads, "OpenMP threads for every kernel (default: OMP_NUM_THREADS or all cores)")
-      ->check(CLI::Range(1, 1024));
+      ->check(ag::cli::whole_number(1, 1024));
 
   std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app)};
   for (std::vector<ag::cli::Command> group : {ag::cli::add_train_commands(app), ag::cli::add_eval_commands(app)})

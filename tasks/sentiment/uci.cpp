@@ -24,7 +24,7 @@ int label_of(const nlohmann::json& record) {
 SourceFile parse_source(const std::string& json_text, const std::string& source, const std::string& file_name) {
   nlohmann::json records;
   try {
-    records = nlohmann::json::parse(json_text);
+    records = nlohmann::json::parse(tasks::as_text(json_text, file_name));
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: not valid JSON ({}); expected a list of {{\"text\": …, \"class\": 0 or 1}} records", file_name, e.what());
   }
