@@ -92,7 +92,7 @@ namespace {
 int create_unique_file(const std::string& stem, std::string& path) {
   std::string name = stem + ".XXXXXX";
   const int fd = ::mkostemp(name.data(), O_CLOEXEC);
-  AG_CHECK(fd >= 0, "{}: cannot create a temporary file beside it: {}", stem, std::strerror(errno));
+  AG_CHECK(fd >= 0, "{}: cannot write a temporary file there: {}", name, std::strerror(errno));
   const mode_t umask = ::umask(0);  // read it: open(…, 0644) would apply it; mkstemp's 0600 would hide the file
   ::umask(umask);
   ::fchmod(fd, 0644 & ~umask);

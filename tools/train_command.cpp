@@ -53,6 +53,11 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
 void carry_over_settings(CLI::App* app, const std::string& resume) {
   if (resume.empty()) return;
   const nlohmann::json config = nlohmann::json::parse(nn::read_checkpoint(resume + "/last.safetensors").config());
+  // Another task's or model's run: nothing to carry over; tasks::run_training refuses it, naming both.
+  const CLI::Option* model = app->get_option_no_throw("--model");
+  if (!config.contains("task") || config["task"] != app->get_name() ||
+      (model && model->count() > 0 && config.value("model", nlohmann::json()) != model->as<std::string>()))
+    return;
   const auto set = [](CLI::Option* option, const std::string& value) {
     option->add_result(value);
     option->run_callback();
