@@ -44,9 +44,11 @@ DType parse_dtype(const std::string& path, const std::string& name, const std::s
 }
 
 std::string read_whole_file(const std::string& path) {
-  AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a safetensors file", path);
+  std::error_code error;  // a name too long, a symlink loop: the open below says so, in plain words
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  AG_CHECK(!std::filesystem::is_directory(status), "{}: is a directory, expected a safetensors file", path);
   // Before opening: opening a FIFO would block.
-  AG_CHECK(!std::filesystem::exists(path) || std::filesystem::is_regular_file(path),
+  AG_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status),
            "{}: is not a regular file, expected a safetensors file", path);
   std::ifstream in(path, std::ios::binary);
   AG_CHECK(in.good(), "{}: cannot open for reading: {}", path, std::strerror(errno));

@@ -1,6 +1,9 @@
 // The `attograd` command-line program as a function (main.cpp calls it; so does the fuzz target).
 // Exit codes: 0 success, 1 runtime error (one message on stderr), 2 usage error (with the usage line).
+#include <filesystem>
 #include <iostream>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "engine/error.h"
@@ -8,6 +11,21 @@
 #include "nn/trainer.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
+
+namespace {
+
+// A message as a user reads it: nlohmann-json's tags ("[json.exception.parse_error.101] ") cut out,
+// wherever a message quotes that library's text.
+std::string without_library_tags(std::string message) {
+  for (size_t tag = message.find("[json.exception."); tag != std::string::npos;
+       tag = message.find("[json.exception.")) {
+    const size_t end = message.find("] ", tag);
+    message.erase(tag, end == std::string::npos ? std::string::npos : end + 2 - tag);
+  }
+  return message;
+}
+
+}  // namespace
 
 int ag::cli::run(int argc, char** argv, Mode mode) {
   CLI::App app{"attograd: a small reverse-mode autograd engine for attention models"};
@@ -43,11 +61,14 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   } catch (const ag::nn::TrainingInterrupted& e) {
     std::cerr << "attograd: " << e.what() << "\n";
     return 128 + e.signal;  // as a shell reports a process the signal ended: 130 for SIGINT
-  } catch (const ag::Error& e) {
-    std::cerr << "attograd: error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << "attograd: error: out of memory: an allocation failed (a smaller model, batch or input?)\n";
     return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "attograd: error: " << e.what() << "\n";
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::cerr << "attograd: error: " << e.path1().string() << ": " << e.code().message() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // ag::Error, and any other: the message, without a library's tags
+    std::cerr << "attograd: error: " << without_library_tags(e.what()) << "\n";
     return 1;
   }
   return 0;

@@ -70,7 +70,12 @@ void carry_over_settings(CLI::App* app, const std::string& resume) {
     for (const auto& [setting, its_flag] : tasks::settings_named_otherwise())
       if (!config.contains(key) && its_flag == flag) key = setting;
     if (!config.contains(key) || config[key] == "") continue;  // "": the default (seed 002's data)
-    set(option, config[key].is_string() ? config[key].get<std::string>() : config[key].dump());
+    const std::string value = config[key].is_string() ? config[key].get<std::string>() : config[key].dump();
+    try {
+      set(option, value);
+    } catch (const CLI::Error& e) {  // a checkpoint edited by hand: say where the value came from
+      fail("--resume {}: the checkpoint's {} cannot be carried over: {}", resume, key, e.what());
+    }
   }
   if (app->get_option("--out")->count() == 0) set(app->get_option("--out"), resume);
 }

@@ -96,7 +96,8 @@ std::string resumed_config(const std::string& folder, const std::string& config,
              "--resume {}: --epochs {} trains nothing: the run has done {} epochs; give --epochs > {} to train it "
              "further",
              folder, trainer.epochs, done, done);
-  current["resumed"] = saved.value("resumed", nlohmann::json::array());
+  current["resumed"] =
+      saved.contains("resumed") && saved["resumed"].is_array() ? saved["resumed"] : nlohmann::json::array();
   if (!changed.empty()) current["resumed"].push_back({{"after_epoch", done}, {"changed", changed}});
   if (current["resumed"].empty()) current.erase("resumed");
   return current.dump();

@@ -40,6 +40,10 @@ bad() {
   cases=$((cases + 1))
   before="$(fingerprint)"
   check "$name" "$expected" "$part" -- timeout 60 "$@"
+  if grep -qE 'json\.exception|filesystem error|bad_alloc|basic_string|error: : |^: ' <<<"$last_output"; then
+    echo "NOT OK $name: a library's text instead of a message: $last_output"
+    failures=$((failures + 1))
+  fi
   if [ "$(fingerprint)" != "$before" ]; then
     echo "NOT OK $name: changed files: $(diff <(echo "$before") <(fingerprint) | grep '^[<>]' | tr '\n' ' ')"
     failures=$((failures + 1))
@@ -203,6 +207,11 @@ check "charlm: CRLF + BOM text reads as the LF text" 0 "$lf_chars" -- "$attograd
 cases=$((cases + 1))
 check "--explain with control characters in the text" 0 "wrote" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" $'bad \x01\x02 film\x1b & <co>' --explain "$scratch/explain.svg"
 expect "--explain SVG is well-formed XML" python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$scratch/explain.svg"
+# File errors in plain words, not the C++ library's ("filesystem error: status: …").
+ln -s loop-b "$data/loop-a.safetensors" && ln -s loop-a.safetensors "$data/loop-b"
+bad "checkpoint is a symlink loop" 1 "loop-a.safetensors: cannot open for reading: Too many levels of symbolic links" -- "${eval_s[@]}" "$data/loop-a.safetensors"
+bad "checkpoint name too long" 1 "cannot open for reading: File name too long" -- "${eval_s[@]}" "$data/$(printf 'a%.0s' $(seq 300))"
+bad "data file is a symlink loop" 1 "loop-b: cannot open the data file" -- "$attograd" train charlm --data "$data/loop-b" --out "$out" --quiet
 
 echo "== output folders"
 echo "a file" >"$work/afile"
