@@ -70,12 +70,14 @@ std::string render_svg(const std::string& dot, const std::string& out) {
     std::filesystem::remove(target, error);
     return svg;
   }
+  sync_to_disk({target});  // temporary, fsync, rename: as write_file_atomically does
   std::filesystem::rename(target, out, error);
   if (error) {
     const std::string why = error.message();
     std::filesystem::remove(target, error);
     fail("graph: could not move {} into place as {}: {}", target, out, why);
   }
+  sync_to_disk({out});  // the folder's new entry
   return "";
 }
 

@@ -33,7 +33,10 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
   app->add_option("--batch-size", options.batch_size, "Examples per step")->check(kCount)->capture_default_str();
   app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->check(kSeed)->capture_default_str();
   app->add_option("--out", options.out, "Output folder")->check(kPath)->capture_default_str();
-  app->add_option("--resume", options.resume, "Continue the run in this output folder (its last.safetensors)")
+  app->add_option(
+         "--resume", options.resume,
+         "Continue the run in this folder (its last.safetensors): flags not given keep the run's values, --epochs "
+         "(charlm: --iters) may grow, --out defaults to it; another value of any other setting is refused")
       ->check(kPath)
       ->check(CLI::ExistingDirectory);
   app->add_flag("--quiet", options.quiet, "No progress bar");

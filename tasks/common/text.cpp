@@ -55,7 +55,9 @@ std::pair<char32_t, size_t> code_point_at(std::string_view bytes, size_t i) {
 }
 
 [[noreturn]] void invalid_utf8(std::string_view bytes, size_t i, const std::string& source) {
-  const auto line = 1 + std::count(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(i), '\n');
+  size_t line = 1;  // lines end at LF, CRLF or CR
+  for (size_t k = 0; k < i; ++k)
+    line += bytes[k] == '\n' || (bytes[k] == '\r' && (k + 1 == bytes.size() || bytes[k + 1] != '\n'));
   fail("{}:{}: invalid UTF-8 at byte offset {} (byte 0x{:02x}); expected UTF-8 text", source, line, i,
        static_cast<unsigned char>(bytes[i]));
 }
