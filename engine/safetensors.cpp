@@ -1,6 +1,7 @@
 #include "engine/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -202,15 +203,36 @@ void check_data_size(uint64_t data_bytes, const Header& header, const std::strin
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  // One fixed name: a temporary a crash left behind is never read, and the next write replaces it.
-  const std::string temporary = path + ".tmp";
+namespace {
+
+// A new file `stem`.XXXXXX, opened for writing: mkstemp creates it exclusively (O_EXCL), so never
+// through a symlink or over a file someone placed there. Returns its descriptor; sets `path`.
+int create_unique_file(const std::string& stem, std::string& path) {
+  std::string name = stem + ".XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  AG_CHECK(fd >= 0, "{}: cannot write a temporary file there: {}", name, std::strerror(errno));
+  const mode_t umask = ::umask(0);  // read it: open(…, 0644) would apply it; mkstemp's 0600 would hide the file
+  ::umask(umask);
+  ::fchmod(fd, 0644 & ~umask);
+  path = name;
+  return fd;
+}
+
+}  // namespace
+
+std::string create_temporary_file(const std::string& stem) {
+  std::string path;
+  ::close(create_unique_file(stem, path));
+  return path;
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, Durability durability) {
+  std::string temporary;
+  const int fd = create_unique_file(path + ".tmp", temporary);
   const auto fail_removing_temporary = [&](const char* what, int error) {
     ::unlink(temporary.c_str());
     fail("{}: could not be written: {} failed: {}", path, what, std::strerror(error));
   };
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  AG_CHECK(fd >= 0, "{}: cannot write: {}", path, std::strerror(errno));
   size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
@@ -222,8 +244,14 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     }
     written += static_cast<size_t>(n);
   }
+  if (durability == Durability::synced && ::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fail_removing_temporary("fsync", error);
+  }
   if (::close(fd) != 0) fail_removing_temporary("close", errno);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) fail_removing_temporary("rename", errno);
+  if (durability == Durability::synced) sync_to_disk({path});  // the rename: the folder's entry
 }
 
 void create_output_folder(const std::string& dir) {

@@ -33,12 +33,19 @@ SafetensorsFile load_safetensors(const std::string& path);
 // The same from the file's bytes; `source` names them in errors.
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
 
-// Replaces `path` by `bytes` atomically: written to `path.tmp`, then renamed over it, so a reader,
-// or a crash of this process at any instant, sees the old file or the new one, never a part (a
-// stale `path.tmp` may stay: nothing reads it, the next write replaces it). It does not wait for
-// the disk (an fsync costs milliseconds: a hundred epochs' checkpoints would take longer than the
-// training); sync_to_disk does.
-void write_file_atomically(const std::string& path, const std::string& bytes);
+// Replaces `path` by `bytes` atomically: written to a new temporary file beside it (created
+// exclusively, so a symlink planted there is never followed), then renamed over it, so a reader, or
+// a crash of this process at any instant, sees the old file or the new one, never a part (a crash
+// may leave a `path.tmp.XXXXXX`: nothing reads it). Durability::synced (the default) also fsyncs
+// the file and its folder before returning; Durability::deferred does not (a training run writes
+// checkpoints every epoch, and an fsync costs milliseconds: it calls sync_to_disk once at the end).
+enum class Durability { synced, deferred };
+void write_file_atomically(const std::string& path, const std::string& bytes,
+                           Durability durability = Durability::synced);
+
+// Creates a new empty file `stem`.XXXXXX (mkstemp: exclusively, never through a planted symlink)
+// and returns its path: a temporary file for another program to write (graph's `dot -o`).
+std::string create_temporary_file(const std::string& stem);
 
 // Creates the folder `dir` (and its parents) for a run's files, or accepts it if it exists;
 // throws naming `dir` when it is not a folder or cannot be created.

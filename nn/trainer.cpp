@@ -211,7 +211,8 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
     meta["epoch_step"] = std::to_string(step);
     meta["epoch_loss_sum"] = fmt::format("{:.17g}", loss_sum_);
     write_file_atomically(options_.out_dir + "/last.safetensors",
-                          checkpoint_bytes(model_, options_.config, &optimizer_, meta));
+                          checkpoint_bytes(model_, options_.config, &optimizer_, meta), Durability::deferred);
+    write_config();
     kept = fmt::format("{}/last.safetensors holds it (continue with --resume)", options_.out_dir);
   }
   const std::string where = options_.steps_per_epoch > 0
@@ -294,7 +295,7 @@ void Trainer::write_metrics() const {
     for (const auto& [name, _] : first) csv += fmt::format(",{:.9g}", r.metrics.count(name) ? r.metrics.at(name) : NAN);
     csv += "\n";
   }
-  write_file_atomically(options_.out_dir + "/metrics.csv", csv);
+  write_file_atomically(options_.out_dir + "/metrics.csv", csv, Durability::deferred);
 }
 
 double Trainer::score(const EpochRecord& record) const {
@@ -315,13 +316,22 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata() const {
   return meta;
 }
 
+// OUT/config.json, written after the checkpoint it describes: a run that fails before its first
+// checkpoint leaves the folder's config.json and checkpoints as they were.
+void Trainer::write_config() const {
+  if (!options_.config.empty())
+    write_file_atomically(options_.out_dir + "/config.json", nlohmann::json::parse(options_.config).dump(2) + "\n",
+                          Durability::deferred);
+}
+
 void Trainer::save_epoch(const EpochRecord& record, bool best) {
   epoch_start_shuffle_ = shuffle_.state();  // the next epoch starts from here
   std::map<std::string, std::string> meta = checkpoint_metadata();
   meta["epoch"] = std::to_string(record.epoch);
   const std::string checkpoint = checkpoint_bytes(model_, options_.config, &optimizer_, meta);
-  write_file_atomically(options_.out_dir + "/last.safetensors", checkpoint);
-  if (best) write_file_atomically(options_.out_dir + "/best.safetensors", checkpoint);
+  write_file_atomically(options_.out_dir + "/last.safetensors", checkpoint, Durability::deferred);
+  write_config();
+  if (best) write_file_atomically(options_.out_dir + "/best.safetensors", checkpoint, Durability::deferred);
   write_metrics();
 }
 
@@ -364,7 +374,8 @@ std::vector<EpochRecord> Trainer::fit() {
   // Each epoch's files are replaced atomically but not synced (that would cost more than the
   // epoch); the run's last ones are synced once, when it ends or stops (Ctrl-C, a NaN loss).
   const std::vector<std::string> files = {options_.out_dir + "/last.safetensors",
-                                          options_.out_dir + "/best.safetensors", options_.out_dir + "/metrics.csv"};
+                                          options_.out_dir + "/best.safetensors", options_.out_dir + "/metrics.csv",
+                                          options_.out_dir + "/config.json"};
   std::vector<EpochRecord> history;
   try {
     history = run_epochs();

@@ -67,7 +67,7 @@ struct TrainerOptions {
   double clip_grad_norm = 0;                          // > 0: the gradients' global norm is clipped to it
   int64_t tokens_per_step = 0;                        // > 0: the progress bar shows tokens/s (global)
   uint64_t seed = 0;
-  std::string out_dir;   // metrics.csv, last.safetensors, best.safetensors; nothing written if empty
+  std::string out_dir;   // config.json, metrics.csv, last.safetensors, best.safetensors; nothing written if empty
   bool progress = true;  // the bar on stderr, only when stderr is a terminal
   std::string config;    // JSON text stored in checkpoints
   std::map<std::string, std::string> checkpoint_metadata;  // e.g. the vocabulary
@@ -120,6 +120,7 @@ class Trainer {
   TrainingInterrupted interrupted(int64_t epoch, int64_t step);
   std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);
+  void write_config() const;
   void write_metrics() const;
   double score(const EpochRecord& record) const;  // higher is better
 

@@ -1,6 +1,9 @@
 // The `attograd` command-line program as a function (main.cpp calls it; so does the fuzz target).
 // Exit codes: 0 success, 1 runtime error (one message on stderr), 2 usage error (with the usage line).
+#include <filesystem>
 #include <iostream>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "engine/error.h"
@@ -8,6 +11,32 @@
 #include "nn/distributed.h"
 #include "nn/trainer.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
+
+namespace {
+
+// A message as a user reads it: nlohmann-json's tags ("[json.exception.parse_error.101] ") cut out,
+// wherever a message quotes that library's text.
+std::string without_library_tags(std::string message) {
+  for (size_t tag = message.find("[json.exception."); tag != std::string::npos;
+       tag = message.find("[json.exception.")) {
+    const size_t end = message.find("] ", tag);
+    message.erase(tag, end == std::string::npos ? std::string::npos : end + 2 - tag);
+  }
+  return message;
+}
+
+// What went wrong, in plain words: out of memory, a file system error with its path, or the
+// exception's message without a library's tags.
+std::string describe_error(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+    return "out of memory: an allocation failed (a smaller model, batch or input?)";
+  if (const auto* fs = dynamic_cast<const std::filesystem::filesystem_error*>(&e))
+    return fs->path1().string() + ": " + fs->code().message();
+  return without_library_tags(e.what());
+}
+
+}  // namespace
 
 int ag::cli::run(int argc, char** argv, Mode mode) {
   CLI::App app{"attograd: a small reverse-mode autograd engine for attention models"};
@@ -16,7 +45,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   app.fallthrough();  // global options (--threads) may follow the subcommand; subcommands inherit this
   int threads = 0;
   app.add_option("--threads", threads, "OpenMP threads for every kernel (default: OMP_NUM_THREADS or all cores)")
-      ->check(CLI::Range(1, 1024));
+      ->check(ag::cli::whole_number(1, 1024));
 
   std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app)};
   for (std::vector<ag::cli::Command> group : {ag::cli::add_train_commands(app), ag::cli::add_eval_commands(app)})
@@ -44,10 +73,10 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   } catch (const ag::nn::TrainingInterrupted& e) {  // likewise
     if (ag::nn::dist::is_root()) std::cerr << "attograd: " << e.what() << "\n";
     return 128 + e.signal;             // as a shell reports a process the signal ended: 130 for SIGINT
-  } catch (const std::exception& e) {  // ag::Error included
+  } catch (const std::exception& e) {  // ag::Error included: the message, without a library's tags
     // In a data-parallel job the other ranks would wait for this one: end them all.
-    if (ag::nn::dist::ranks() > 1) ag::nn::dist::abort_job(std::string("error: ") + e.what(), 1);
-    std::cerr << "attograd: error: " << e.what() << "\n";
+    if (ag::nn::dist::ranks() > 1) ag::nn::dist::abort_job("error: " + describe_error(e), 1);
+    std::cerr << "attograd: error: " << describe_error(e) << "\n";
     return 1;
   }
   return 0;

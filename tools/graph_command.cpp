@@ -1,7 +1,5 @@
 // `attograd graph <task>`: the autograd graph of one training step's loss, as a numbered list
 // (text), Graphviz DOT, or SVG drawn by Graphviz's `dot`.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +11,7 @@
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace ag::cli {
 
@@ -37,34 +36,48 @@ std::string read_file(const std::filesystem::path& path) {
   return bytes.str();
 }
 
-// Runs `dot -Tsvg` on the DOT text and writes the drawing to `out` (through out.tmp, renamed into
-// place: never a partial file), or returns it when `out` is empty.
+// Runs `dot -Tsvg` on the DOT text and writes the drawing to `out`, or returns it when `out` is
+// empty. Both of dot's files are made by create_temporary_file (exclusively: a symlink planted
+// under a predictable name is never followed) beside `out`, or in the temporary folder for stdout;
+// the drawing is renamed into place, so `out` is never a partial file.
 std::string render_svg(const std::string& dot, const std::string& out) {
   AG_CHECK(std::system("command -v dot > /dev/null 2>&1") == 0,
            "graph: --format svg needs Graphviz's `dot` on the PATH (Debian package graphviz; tools/setup.sh installs "
            "it); use --format dot and render it elsewhere");
-  const std::filesystem::path dir = std::filesystem::temp_directory_path();
-  const std::string stem = "attograd-graph-" + std::to_string(::getpid());
-  const std::filesystem::path input = dir / (stem + ".dot");
-  write_file_atomically(input.string(), dot);
-  const std::string target = out.empty() ? (dir / (stem + ".svg")).string() : out + ".tmp";
-  const int status = std::system(("dot -Tsvg " + shell_quoted(input.string()) + " -o " + shell_quoted(target)).c_str());
-  std::filesystem::remove(input);
+  std::error_code error;
+  const std::string stem =
+      out.empty() ? (std::filesystem::temp_directory_path(error) / "attograd-graph").string() : out;
+  const std::string input = create_temporary_file(stem + ".dot");
+  const std::string target = create_temporary_file(stem + ".svg");
+  const auto remove_both = [&] {
+    std::filesystem::remove(input, error);
+    std::filesystem::remove(target, error);
+  };
+  try {
+    write_file_atomically(input, dot);
+  } catch (...) {
+    remove_both();
+    throw;
+  }
+  const int status = std::system(("dot -Tsvg " + shell_quoted(input) + " -o " + shell_quoted(target)).c_str());
   if (status != 0) {
-    std::filesystem::remove(target);
+    remove_both();
     fail("graph: `dot -Tsvg` could not write {} (exit status {})", out.empty() ? target : out, status);
   }
+  std::filesystem::remove(input, error);
   if (out.empty()) {
     std::string svg = read_file(target);
-    std::filesystem::remove(target);
+    std::filesystem::remove(target, error);
     return svg;
   }
-  std::error_code error;
+  sync_to_disk({target});  // temporary, fsync, rename: as write_file_atomically does
   std::filesystem::rename(target, out, error);
   if (error) {
-    std::filesystem::remove(target);
-    fail("graph: could not move {} into place as {}: {}", target, out, error.message());
+    const std::string why = error.message();
+    std::filesystem::remove(target, error);
+    fail("graph: could not move {} into place as {}: {}", target, out, why);
   }
+  sync_to_disk({out});  // the folder's new entry
   return "";
 }
 
@@ -94,7 +107,7 @@ void add_output_flags(CLI::App* app, GraphOptions& options) {
                   "drawn by Graphviz's dot")
       ->check(CLI::IsMember({"text", "dot", "svg"}))
       ->capture_default_str();
-  app->add_option("--out", options.out, "Write to this file (default: stdout)");
+  app->add_option("--out", options.out, "Write to this file (default: stdout)")->check(kPath);
   app->add_flag("--trace-backward", options.trace_backward,
                 "Then run the backward and trace it node by node on stderr (gradient norms, times, summary by op)");
 }
@@ -108,11 +121,13 @@ Command add_graph_squares(CLI::App* graph) {
       ->check(CLI::IsMember({"selfattn", "transformer"}))
       ->capture_default_str();
   CLI::Option* heads = app->add_option("--heads", task->model.heads, "Attention heads (default: the model's, as train)")
-                           ->check(CLI::Range(int64_t{1}, int64_t{64}));
+                           ->check(whole_number(1, 64));
   app->add_option("--batch-size", task->training.batch_size, "Squares in the batch")
-      ->check(CLI::Range(int64_t{1}, int64_t{128}))
+      ->check(whole_number(1, 128))
       ->capture_default_str();
-  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")->capture_default_str();
+  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
+      ->check(kSeed)
+      ->capture_default_str();
   return {app, [options, task, heads] {
             const int64_t chosen_heads = task->model.heads;
             task->model = squares::default_model_config(task->model.model);
@@ -128,15 +143,17 @@ Command add_graph_sentiment(CLI::App* graph) {
   CLI::App* app = graph->add_subcommand("sentiment", "The graph of `train sentiment`'s loss on its first batch");
   add_output_flags(app, *options);
   app->add_option("--heads", task->heads, "0: SelfAttention; N: seed 003's MultiHeadAttention with N heads")
-      ->check(CLI::Range(int64_t{0}, int64_t{64}))
+      ->check(whole_number(0, 64))
       ->capture_default_str();
   app->add_option("--dim", task->dim, "Embedding and attention width")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->check(whole_number(1, 4096))
       ->capture_default_str();
   app->add_option("--batch-size", task->training.batch_size, "Sentences in the batch")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+      ->check(whole_number(1, 1000000))
       ->capture_default_str();
-  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")->capture_default_str();
+  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
+      ->check(kSeed)
+      ->capture_default_str();
   return {app, [options, task] {
             const sentiment::StepLoss step = sentiment::first_step_loss(*task);
             return export_graph(*options, step.loss, *step.model);

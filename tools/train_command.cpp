@@ -1,31 +1,21 @@
 // `attograd train <task>`, `eval <task>` and `predict <task>`: map flags onto the tasks' options.
 #include <sys/resource.h>
 
-#include <cmath>
+#include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "nn/trainer.h"
 #include "tasks/charlm/task.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace ag::cli {
 
 namespace {
 
-// A finite, positive number: rejects nan, inf, 0 and negatives with the value in the message.
-const CLI::Validator kPositiveFinite(
-    [](const std::string& text) {
-      try {
-        const double v = std::stod(text);
-        if (std::isfinite(v) && v > 0) return std::string();
-      } catch (const std::exception&) {
-      }
-      return "expected a finite number > 0, got '" + text + "'";
-    },
-    "POSITIVE", "positive finite");
-
-const CLI::Range kCount(int64_t{1}, int64_t{1000000});
+const CLI::Validator kCount = whole_number(1, 1000000);
 
 void print_peak_memory() {
   rusage usage{};
@@ -39,7 +29,7 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
                                 bool epochs = true) {
   if (epochs)
     app->add_option("--epochs", options.epochs, "Passes over the training set")->check(kCount)->capture_default_str();
-  CLI::Option* lr = app->add_option("--lr", options.lr, lr_help)->check(kPositiveFinite)->capture_default_str();
+  CLI::Option* lr = app->add_option("--lr", options.lr, lr_help)->check(kPositive)->capture_default_str();
   app->add_option("--batch-size", options.batch_size, "Examples per step (under mpirun: of all ranks together)")
       ->check(kCount)
       ->capture_default_str();
@@ -48,9 +38,13 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
                   "the same step in less memory")
       ->check(kCount)
       ->capture_default_str();
-  app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
-  app->add_option("--out", options.out, "Output folder")->capture_default_str();
-  app->add_option("--resume", options.resume, "Continue the run in this output folder (its last.safetensors)")
+  app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->check(kSeed)->capture_default_str();
+  app->add_option("--out", options.out, "Output folder")->check(kPath)->capture_default_str();
+  app->add_option(
+         "--resume", options.resume,
+         "Continue the run in this folder (its last.safetensors): flags not given keep the run's values, --epochs "
+         "(charlm: --iters) may grow, --out defaults to it; another value of any other setting is refused")
+      ->check(kPath)
       ->check(CLI::ExistingDirectory);
   app->add_flag("--quiet", options.quiet, "No progress bar");
   app->add_flag("--trace-backward", options.trace_backward,
@@ -60,6 +54,40 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
                 "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
                 "its module scope and whether it was forward or backward");
   return lr;
+}
+
+// With --resume: each flag of `app` not given takes the value its setting has in the resumed
+// checkpoint's config, so `train TASK --resume OUT` goes on as the run began, and --out defaults to
+// OUT. A flag given with another value than the checkpoint's is refused by tasks::run_training
+// (except --epochs and --iters, which train further).
+void carry_over_settings(CLI::App* app, const std::string& resume) {
+  if (resume.empty()) return;
+  const nlohmann::json config = nlohmann::json::parse(nn::read_checkpoint(resume + "/last.safetensors").config());
+  // Another task's or model's run: nothing to carry over; tasks::run_training refuses it, naming both.
+  const CLI::Option* model = app->get_option_no_throw("--model");
+  if (!config.contains("task") || config["task"] != app->get_name() ||
+      (model && model->count() > 0 && config.value("model", nlohmann::json()) != model->as<std::string>()))
+    return;
+  const auto set = [](CLI::Option* option, const std::string& value) {
+    option->add_result(value);
+    option->run_callback();
+  };
+  for (CLI::Option* option : app->get_options()) {
+    const std::string flag = option->get_name();
+    if (option->count() > 0 || !flag.starts_with("--")) continue;
+    std::string key = flag.substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    for (const auto& [setting, its_flag] : tasks::settings_named_otherwise())
+      if (!config.contains(key) && its_flag == flag) key = setting;
+    if (!config.contains(key) || config[key] == "") continue;  // "": the default (seed 002's data)
+    const std::string value = config[key].is_string() ? config[key].get<std::string>() : config[key].dump();
+    try {
+      set(option, value);
+    } catch (const CLI::Error& e) {  // a checkpoint edited by hand: say where the value came from
+      fail("--resume {}: the checkpoint's {} cannot be carried over: {}", resume, key, e.what());
+    }
+  }
+  if (app->get_option("--out")->count() == 0) set(app->get_option("--out"), resume);
 }
 
 // Flags of `train sentiment` not given take --dataset uci's defaults when it is chosen.
@@ -89,23 +117,24 @@ Command add_train_sentiment(CLI::App* train) {
           ->check(CLI::IsMember({"seed", "uci"}))
           ->capture_default_str();
   app->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number(0.0, 1.0))
       ->capture_default_str();
   app->add_option("--data", options->data, "Training data: label<TAB>text lines (default: seed 002's)")
+      ->check(kPath)
       ->check(CLI::ExistingFile)
       ->excludes(dataset);
   app->add_option("--val-fraction", options->val_fraction, "Share of --data held out for validation")
-      ->check(CLI::Range(0.0, 0.9))
+      ->check(number(0.0, 0.9))
       ->capture_default_str();
   app->add_option("--dim", options->dim, "Embedding and attention width")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->check(whole_number(1, 4096))
       ->capture_default_str();
   app->add_option("--heads", options->heads,
                   "0: SelfAttention; N: seed 003's MultiHeadAttention (causal) with N heads dividing --dim")
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->check(whole_number(0, 4096))
       ->capture_default_str();
   app->add_option("--dropout", options->dropout, "Dropout on the embeddings while training")
-      ->check(CLI::Range(0.0, 0.9))
+      ->check(number(0.0, 0.9))
       ->capture_default_str();
   app->add_option("--batching", options->batching,
                   "shuffled: batches of shuffled sentences; length: of sentences of similar length, in a shuffled "
@@ -117,6 +146,7 @@ Command add_train_sentiment(CLI::App* train) {
       ->check(kCount)
       ->capture_default_str();
   return {app, [app, options] {
+            carry_over_settings(app, options->training.resume);
             if (options->dataset == "uci") take_uci_defaults(app, *options);
             nn::stop_training_on_signals();
             return sentiment::train(*options);
@@ -142,11 +172,12 @@ Command add_train_squares(CLI::App* train) {
       app->add_option("--ff-units", options->model.ff_units, size_help("Feed-forward width", transformer.ff_units)),
       app->add_option("--layers", options->model.layers,
                       size_help("Transformer: encoder and decoder layers each", transformer.layers))};
-  for (CLI::Option* size : sizes) size->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  for (CLI::Option* size : sizes) size->check(whole_number(1, 4096))->capture_default_str();
   CLI::Option* dropout = app->add_option("--dropout", options->model.dropout, "Transformer: dropout")
-                             ->check(CLI::Range(0.0, 0.9))
+                             ->check(number(0.0, 0.9))
                              ->capture_default_str();
-  return {app, [options, lr, sizes, dropout] {
+  return {app, [app, options, lr, sizes, dropout] {
+            carry_over_settings(app, options->training.resume);
             // Flags not given take the chosen model's defaults.
             const squares::ModelConfig defaults = squares::default_model_config(options->model.model);
             const std::vector<int64_t> default_sizes = {defaults.heads, defaults.d_model, defaults.ff_units,
@@ -171,40 +202,42 @@ Command add_train_charlm(CLI::App* train) {
       "Random windows of --block-size characters from the first 90% of the text; every --eval-interval iterations "
       "(and at the end) the loss over every window of the last 10%. The defaults are nanoGPT's CPU baby GPT.");
   add_training_flags(app, options->training, "Peak AdamW learning rate", /*epochs=*/false);
-  app->add_option("--data", options->data, "A UTF-8 text file (default: Moby-Dick, fetched by tools/fetch_data.sh)");
+  app->add_option("--data", options->data, "A UTF-8 text file (default: Moby-Dick, fetched by tools/fetch_data.sh)")
+      ->check(kPath);
   app->add_option("--iters", options->iters, "Optimizer steps")->check(kCount)->capture_default_str();
   app->add_option("--eval-interval", options->eval_interval, "Iterations between validation losses and checkpoints")
       ->check(kCount)
       ->capture_default_str();
   app->add_option("--warmup-iters", options->warmup_iters, "Linear warm-up, then cosine decay to --min-lr")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->check(whole_number(0, 1000000))
       ->capture_default_str();
   app->add_option("--min-lr", options->min_lr, "Learning rate at the last iteration")
-      ->check(kPositiveFinite)
+      ->check(kPositive)
       ->capture_default_str();
   app->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay (matrices only)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number(0.0, 1.0))
       ->capture_default_str();
   app->add_option("--grad-clip", options->grad_clip, "Clip the gradients' global norm to this (0: no clipping)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(number(0.0, 1e6))
       ->capture_default_str();
   app->add_option("--block-size", options->model.block_size, "Context length (characters)")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->check(whole_number(1, 4096))
       ->capture_default_str();
   app->add_option("--layers", options->model.n_layer, "Transformer blocks")
-      ->check(CLI::Range(int64_t{1}, int64_t{64}))
+      ->check(whole_number(1, 64))
       ->capture_default_str();
   app->add_option("--heads", options->model.n_head, "Attention heads (dividing --width)")
-      ->check(CLI::Range(int64_t{1}, int64_t{256}))
+      ->check(whole_number(1, 256))
       ->capture_default_str();
   app->add_option("--width", options->model.n_embd, "Embedding width (n_embd)")
-      ->check(CLI::Range(int64_t{1}, int64_t{8192}))
+      ->check(whole_number(1, 8192))
       ->capture_default_str();
   app->add_option("--dropout", options->model.dropout, "Dropout (embeddings, attention weights, residuals)")
-      ->check(CLI::Range(0.0, 0.9))
+      ->check(number(0.0, 0.9))
       ->capture_default_str();
   app->add_flag("--bias", options->model.bias, "Biases in the Linears and LayerNorms (nanoGPT's train.py: none)");
-  return {app, [options] {
+  return {app, [app, options] {
+            carry_over_settings(app, options->training.resume);
             nn::stop_training_on_signals();
             return charlm::train(*options);
           }};
@@ -215,18 +248,21 @@ Command add_train_charlm(CLI::App* train) {
 Command add_sample_command(CLI::App& app) {
   auto options = std::make_shared<charlm::SampleOptions>();
   CLI::App* sample = app.add_subcommand("sample", "Generate text from a `train charlm` checkpoint, streamed to stdout");
-  sample->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train charlm`")->required();
+  sample->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train charlm`")
+      ->check(kPath)
+      ->required();
   sample->add_option("--prompt", options->prompt, "Text to continue (default: a newline)");
   sample->add_option("--tokens", options->tokens, "Characters to generate")
-      ->check(CLI::Range(int64_t{0}, int64_t{100000000}))
+      ->check(whole_number(0, 100000000))
       ->capture_default_str();
   sample->add_option("--temperature", options->temperature, "Divides the logits: < 1 sharper, > 1 flatter")
-      ->check(kPositiveFinite)
+      ->check(kPositive)
       ->capture_default_str();
   sample->add_option("--top-k", options->top_k, "Draw only from the K most likely characters (0: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1 << 21}))
+      ->check(whole_number(0, 1 << 21))
       ->capture_default_str();
   sample->add_option("--seed", options->seed, "Seed of the draws: the same seed gives the same text")
+      ->check(kSeed)
       ->capture_default_str();
   sample->add_flag("--drop-unknown", options->drop_unknown,
                    "Leave out prompt characters the model's vocabulary lacks (default: an error listing them)");
@@ -260,6 +296,7 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
   auto sentiment_options = std::make_shared<sentiment::EvalOptions>();
   CLI::App* sentiment = eval->add_subcommand("sentiment", "Accuracy and BCE loss on labelled sentences");
   sentiment->add_option("--checkpoint", sentiment_options->checkpoint, "A checkpoint written by `train sentiment`")
+      ->check(kPath)
       ->required();
   CLI::Option* dataset =
       sentiment
@@ -271,23 +308,31 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
       ->check(CLI::IsMember({"train", "val", "test"}))
       ->capture_default_str();
   sentiment->add_option("--data", sentiment_options->data, "label<TAB>text lines (default: seed 002's test sentences)")
+      ->check(kPath)
       ->check(CLI::ExistingFile)
       ->excludes(dataset);
 
   auto squares_options = std::make_shared<squares::EvalOptions>();
   CLI::App* squares = eval->add_subcommand("squares", "MSE of the predicted last two corners on fresh squares");
   squares->add_option("--checkpoint", squares_options->checkpoint, "A checkpoint written by `train squares`")
+      ->check(kPath)
       ->required();
   squares->add_option("--data-seed", squares_options->data.seed, "Seed of the generated squares (19: the test set)")
+      ->check(kSeed)
       ->capture_default_str();
   squares->add_option("--n", squares_options->data.n, "How many squares")->check(kCount)->capture_default_str();
-  squares->add_option("--predictions", squares_options->predictions,
-                      "Also write the squares and predictions to this safetensors file (source, target, predicted)");
+  squares
+      ->add_option("--predictions", squares_options->predictions,
+                   "Also write the squares and predictions to this safetensors file (source, target, predicted)")
+      ->check(kPath);
 
   auto charlm_options = std::make_shared<charlm::EvalOptions>();
   CLI::App* charlm = eval->add_subcommand("charlm", "Validation loss and bits per character of a character-level GPT");
-  charlm->add_option("--checkpoint", charlm_options->checkpoint, "A checkpoint written by `train charlm`")->required();
-  charlm->add_option("--data", charlm_options->data, "A UTF-8 text file (default: the text it was trained on)");
+  charlm->add_option("--checkpoint", charlm_options->checkpoint, "A checkpoint written by `train charlm`")
+      ->check(kPath)
+      ->required();
+  charlm->add_option("--data", charlm_options->data, "A UTF-8 text file (default: the text it was trained on)")
+      ->check(kPath);
   charlm->add_option("--split", charlm_options->split, "val: the last 10%; train: the first 90%; all")
       ->check(CLI::IsMember({"val", "train", "all"}))
       ->capture_default_str();
@@ -303,10 +348,13 @@ Command add_predict_command(CLI::App& app) {
   predict->require_subcommand(1);
   auto options = std::make_shared<sentiment::PredictOptions>();
   CLI::App* sentiment = predict->add_subcommand("sentiment", "Probability that each text is positive");
-  sentiment->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train sentiment`")->required();
+  sentiment->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train sentiment`")
+      ->check(kPath)
+      ->required();
   sentiment->add_option("texts", options->texts, "Texts to classify (or --file)");
-  sentiment->add_option("--file", options->file, "One text per line")->check(CLI::ExistingFile);
-  sentiment->add_option("--explain", options->explain, "Write the first text's attention weights as an SVG heatmap");
+  sentiment->add_option("--file", options->file, "One text per line")->check(kPath)->check(CLI::ExistingFile);
+  sentiment->add_option("--explain", options->explain, "Write the first text's attention weights as an SVG heatmap")
+      ->check(kPath);
   return {sentiment, [options] { return sentiment::predict(*options); }};
 }
 

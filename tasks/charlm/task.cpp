@@ -31,7 +31,7 @@ struct Text {
 
 Text load_text(const std::string& data) {
   Text text{data.empty() ? tasks::corpus_path("moby-dick.txt") : data, {}};
-  text.chars = tasks::decode_utf8(tasks::read_data_file(text.path), text.path);
+  text.chars = tasks::decode_utf8(tasks::read_text_file(text.path), text.path);
   AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
   return text;
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "tasks/common/text.h"
+
 namespace ag::plot {
 
 namespace {
@@ -29,7 +31,7 @@ std::string header(double width, double height) {
 
 std::string escape(const std::string& text) {
   std::string out;
-  for (char c : text) {
+  for (char c : tasks::printable(text)) {  // XML forbids most control characters and bytes that are not UTF-8
     switch (c) {
       case '&':
         out += "&amp;";

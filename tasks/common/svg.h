@@ -24,7 +24,8 @@ std::string heatmap(const std::string& title, const std::vector<std::string>& ro
 // The opening <svg> tag of a width × height document on a white background (close with </svg>).
 std::string header(double width, double height);
 
-// Escapes text for use inside SVG elements and attributes.
+// Escapes text for use inside SVG elements and attributes; control bytes and bytes that are not
+// UTF-8, which XML forbids, are shown as \xNN (tasks::printable).
 std::string escape(const std::string& text);
 
 // Text cut into lines of at most `width` characters (UTF-8 sequences count as one) at spaces; a

@@ -1,5 +1,8 @@
 #include "tasks/common/text.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,25 +27,96 @@ std::string read_data_file(const std::string& path) {
   return text.str();
 }
 
+void check_not_an_input(const std::string& output, const std::string& flag, const std::vector<std::string>& inputs) {
+  for (const std::string& input : inputs) {
+    std::error_code error;  // false, not an error, when either does not exist
+    AG_CHECK(input.empty() || !std::filesystem::equivalent(output, input, error),
+             "{} {}: is the input file {}, which writing would destroy; choose another file", flag, output, input);
+  }
+}
+
+namespace {
+
+// The code point of the UTF-8 sequence at bytes[i] and its length, or a length of 0 if it is not
+// strict UTF-8 (a stray or missing continuation byte, an overlong form, a surrogate, > U+10FFFF).
+std::pair<char32_t, size_t> code_point_at(std::string_view bytes, size_t i) {
+  const auto lead = static_cast<unsigned char>(bytes[i]);
+  const int extra = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xE ? 2 : (lead >> 3) == 0x1E ? 3 : -1;
+  if (extra < 0 || bytes.size() - i <= static_cast<size_t>(extra)) return {0, 0};  // the whole sequence is there
+  char32_t code = extra == 0 ? lead : extra == 1 ? lead & 0x1F : extra == 2 ? lead & 0x0F : lead & 0x07;
+  for (int k = 1; k <= extra; ++k) {
+    const auto next = static_cast<unsigned char>(bytes[i + k]);
+    if ((next >> 6) != 0x2) return {0, 0};
+    code = (code << 6) | (next & 0x3F);
+  }
+  constexpr char32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};
+  if (code < kSmallest[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return {0, 0};
+  return {code, static_cast<size_t>(extra) + 1};
+}
+
+[[noreturn]] void invalid_utf8(std::string_view bytes, size_t i, const std::string& source) {
+  size_t line = 1;  // lines end at LF, CRLF or CR
+  for (size_t k = 0; k < i; ++k)
+    line += bytes[k] == '\n' || (bytes[k] == '\r' && (k + 1 == bytes.size() || bytes[k + 1] != '\n'));
+  fail("{}:{}: invalid UTF-8 at byte offset {} (byte 0x{:02x}); expected UTF-8 text", source, line, i,
+       static_cast<unsigned char>(bytes[i]));
+}
+
+}  // namespace
+
+std::string read_text_file(const std::string& path) { return as_text(read_data_file(path), path); }
+
+std::string as_text(std::string_view bytes, const std::string& source) {
+  std::string text;
+  text.reserve(bytes.size());
+  for (size_t i = bytes.starts_with("\xEF\xBB\xBF") ? 3 : 0; i < bytes.size();) {  // offsets count the mark
+    const size_t length = code_point_at(bytes, i).second;
+    if (length == 0) invalid_utf8(bytes, i, source);
+    if (bytes[i] == '\r') {
+      text += '\n';
+      if (i + 1 < bytes.size() && bytes[i + 1] == '\n') ++i;  // CRLF
+    } else {
+      text.append(bytes.substr(i, length));
+    }
+    i += length;
+  }
+  return text;
+}
+
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    lines.emplace_back(text.substr(0, end));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  return lines;
+}
+
 std::u32string decode_utf8(std::string_view bytes, const std::string& source) {
   std::u32string out;
   out.reserve(bytes.size());
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const auto lead = static_cast<unsigned char>(bytes[i]);
-    const int extra = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xE ? 2 : (lead >> 3) == 0x1E ? 3 : -1;
-    char32_t code = extra <= 0 ? lead : extra == 1 ? lead & 0x1F : extra == 2 ? lead & 0x0F : lead & 0x07;
-    bool valid = extra >= 0 && bytes.size() - i > static_cast<size_t>(extra);  // the whole sequence is there
-    for (int k = 1; valid && k <= extra; ++k) {
-      const auto next = static_cast<unsigned char>(bytes[i + k]);
-      valid = (next >> 6) == 0x2;
-      code = (code << 6) | (next & 0x3F);
-    }
-    constexpr char32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};
-    valid = valid && code >= kSmallest[extra] && code <= 0x10FFFF && !(code >= 0xD800 && code <= 0xDFFF);
-    AG_CHECK(valid, "{}: invalid UTF-8 at byte offset {} (byte 0x{:02x}); expected UTF-8 text", source, i, lead);
+  for (size_t i = 0; i < bytes.size();) {
+    const auto [code, length] = code_point_at(bytes, i);
+    if (length == 0) invalid_utf8(bytes, i, source);
     out.push_back(code);
-    i += static_cast<size_t>(extra) + 1;
+    i += length;
+  }
+  return out;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const size_t length = code_point_at(text, i).second;
+    if (length == 0 || byte < 0x20 || byte == 0x7F) {
+      out += fmt::format("\\x{:02x}", byte);
+      ++i;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
   }
   return out;
 }

@@ -1,17 +1,38 @@
-// Text files as the tasks read them: whole files read safely, UTF-8 decoded to code points (an
-// error names the file and the byte offset of the first invalid sequence) and encoded back.
+// Text files as the tasks read them: whole files read safely, as people have them (a UTF-8 byte
+// order mark, LF, CRLF or CR line endings), checked to be UTF-8 once with the file, line and byte
+// offset of the first invalid sequence, decoded to code points and encoded back; file text made
+// safe to quote in a message; and outputs that must not replace inputs.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ag::tasks {
 
 // The bytes of a data file; refuses folders, FIFOs and devices (reading those may never end).
 std::string read_data_file(const std::string& path);
 
+// Refuses an output file (`flag` names it) that is one of `inputs` (the same file by any path or
+// link): writing it would destroy what the command reads.
+void check_not_an_input(const std::string& output, const std::string& flag, const std::vector<std::string>& inputs);
+
+// A text file's content: read_data_file, then as_text.
+std::string read_text_file(const std::string& path);
+
+// `bytes` as the tasks take text: a leading byte order mark removed, checked to be strict UTF-8
+// (an error names `source`, the line and the byte offset), CRLF and CR line endings turned into LF.
+std::string as_text(std::string_view bytes, const std::string& source);
+
+// The lines of LF-separated text (a last line without its newline counts; no empty last line).
+std::vector<std::string> split_lines(std::string_view text);
+
 // Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
 std::u32string decode_utf8(std::string_view bytes, const std::string& source);
 std::string encode_utf8(std::u32string_view text);
+
+// Text from a file or a flag as a message may quote it: control bytes (NUL, ESC, a lone CR …) and
+// bytes that are not UTF-8 are shown as \xNN, so nothing cuts or garbles the message.
+std::string printable(std::string_view text);
 
 }  // namespace ag::tasks

@@ -32,14 +32,25 @@ std::string version();
 // (a JSON object as text): the config stored in config.json and every checkpoint.
 std::string config_json(const TrainingOptions& options, const std::string& task_settings);
 
+// The flag that sets a config setting: "--" and its key with '-' for '_' ("batch_size" →
+// "--batch-size"), except for the settings settings_named_otherwise() lists (charlm's nanoGPT
+// names, settings derived from a flag).
+std::string flag_of_setting(const std::string& key);
+const std::map<std::string, std::string>& settings_named_otherwise();
+
 // What a task sets in the Trainer's options beyond the common flags (steps per epoch, an lr
 // schedule, clipping: nn::TrainerOptions).
 using TrainerSettings = std::function<void(nn::TrainerOptions&)>;
 
-// Writes OUT/config.json, runs the Trainer (continuing OUT/last.safetensors of options.resume)
-// and returns the whole history; with `step_seconds`, also the wall time of each step it ran.
+// Runs the Trainer and returns the whole history; with `step_seconds`, also the wall time of each
+// step it ran. With options.resume it continues that folder's last.safetensors: the config must be
+// the checkpoint's but for epochs/iters (which must go past what the run has done), threads and
+// the version; a change of those is recorded in the config's "resumed" list. Before writing, it
+// refuses an --out holding another task's run and locks --out (OUT/.attograd.lock) for the rest of
+// the process; the Trainer writes OUT/config.json with the first checkpoint, so a run that fails
+// before one leaves the folder's config.json describing the checkpoint there.
 // Under mpirun, every rank trains its shard; the ranks other than 0 then leave the MPI job and
-// exit 0 here, and rank 0 alone goes on to report and write files.
+// exit 0 here, and rank 0 alone writes, goes on to report.
 std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
                                           const TrainingOptions& options, const std::string& config,
                                           const std::map<std::string, std::string>& checkpoint_metadata = {},

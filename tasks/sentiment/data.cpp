@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "engine/error.h"
 #include "tasks/common/text.h"
@@ -27,34 +26,20 @@ std::pair<int32_t, size_t> next_code_point(const std::string& text, size_t i) {
   return {code, length};
 }
 
-// True if text is well-formed UTF-8.
-bool valid_utf8(const std::string& text) {
-  for (size_t i = 0; i < text.size();) {
-    const auto [code, length] = next_code_point(text, i);
-    if (code < 0) return false;
-    i += length;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::vector<Example> parse_tsv(const std::string& text, const std::string& source) {
   std::vector<Example> examples;
-  std::istringstream lines(text);
-  std::string line;
   int number = 0;
-  while (std::getline(lines, line)) {
+  for (const std::string& line : tasks::split_lines(tasks::as_text(text, source))) {
     ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
     const size_t tab = line.find('\t');
     AG_CHECK(tab != std::string::npos, "{}:{}: expected 'label<TAB>text', found no tab", source, number);
     const std::string label = line.substr(0, tab);
     AG_CHECK(label == "0" || label == "1", "{}:{}: label must be 0 or 1, got '{}'", source, number,
-             label.substr(0, 20));
+             tasks::printable(label.substr(0, 20)));
     Example example{line.substr(tab + 1), label == "1"};
-    AG_CHECK(valid_utf8(example.text), "{}:{}: the text is not valid UTF-8", source, number);
     AG_CHECK(!words_of(example.text, Tokenizer::seed002, fmt::format("{}:{}", source, number)).empty(),
              "{}:{}: the text has no words", source, number);
     examples.push_back(std::move(example));

@@ -4,8 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "engine/autograd.h"
@@ -16,6 +15,7 @@
 #include "nn/trainer.h"
 #include "tasks/common/embedded.h"
 #include "tasks/common/svg.h"
+#include "tasks/common/text.h"
 #include "tasks/sentiment/data.h"
 #include "tasks/sentiment/model.h"
 #include "tasks/sentiment/report.h"
@@ -251,14 +251,10 @@ void print_test_sentences(SentimentClassifier& model, const Vocabulary& vocab) {
   fmt::print("{} of {} test sentences right\n", correct, test.examples.size());
 }
 
+// The non-empty lines of a text file, one text each.
 std::vector<std::string> read_lines(const std::string& path) {
-  AG_CHECK(!std::filesystem::is_directory(path), "{}: is a directory, expected a text file", path);
-  AG_CHECK(std::filesystem::is_regular_file(path), "{}: is not a regular file, expected a text file", path);
-  std::ifstream in(path);
-  AG_CHECK(in.good(), "{}: cannot open the text file", path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) lines.push_back(line);
+  std::vector<std::string> lines = tasks::split_lines(tasks::read_text_file(path));
+  std::erase_if(lines, [](const std::string& line) { return line.empty(); });
   return lines;
 }
 
@@ -353,9 +349,12 @@ int eval(const EvalOptions& options) {
 }
 
 int predict(const PredictOptions& options) {
+  tasks::check_not_an_input(options.explain, "--explain", {options.checkpoint, options.file});
   AG_CHECK(options.texts.empty() != options.file.empty(), "predict: give either texts or --file, not {}",
            options.texts.empty() ? "neither" : "both");
-  const std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
+  std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
+  if (options.file.empty())  // the command line's texts, checked as a file's are
+    for (size_t i = 0; i < texts.size(); ++i) texts[i] = tasks::as_text(texts[i], fmt::format("text {}", i + 1));
   AG_CHECK(!texts.empty(), "predict: {} holds no text", options.file);
   const TrainedClassifier trained(options.checkpoint);
   SentimentClassifier& model = *trained.model;

@@ -27,7 +27,7 @@ int label_of(const nlohmann::json& record) {
 SourceFile parse_source(const std::string& json_text, const std::string& source, const std::string& file_name) {
   nlohmann::json records;
   try {
-    records = parse_json(json_text, file_name);
+    records = parse_json(tasks::as_text(json_text, file_name), file_name);
   } catch (const Error& e) {
     fail("{}; expected a list of {{\"text\": …, \"class\": 0 or 1}} records", e.what());
   }

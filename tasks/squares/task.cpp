@@ -11,6 +11,7 @@
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "tasks/common/svg.h"
+#include "tasks/common/text.h"
 #include "tasks/squares/plot.h"
 
 namespace ag::squares {
@@ -157,6 +158,7 @@ StepLoss first_step_loss(const SquaresOptions& options) {
 }
 
 int eval(const EvalOptions& options) {
+  tasks::check_not_an_input(options.predictions, "--predictions", {options.checkpoint});
   const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
   const nlohmann::json config = parse_json(checkpoint.config(), options.checkpoint);
   AG_CHECK(config.value("task", "") == "squares", "{}: a checkpoint of task '{}', expected 'squares'",

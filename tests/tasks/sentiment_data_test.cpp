@@ -1,10 +1,13 @@
 // Sentiment data: the TSV reader's errors, the tokenizer, the vocabulary and padding.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "tasks/common/embedded.h"
+#include "tasks/common/text.h"
 #include "tasks/sentiment/data.h"
 #include "tests/test_util.h"
 
@@ -112,4 +115,49 @@ TEST(SentimentData, BytesThatAreNotUtf8AreWordsLikeAnyOther) {
 }
 
 }  // namespace
+// Text files as people have them (tasks/common/text.h): one reading for every task.
+TEST(TasksText, LineEndingsAndAByteOrderMarkReadAsPlainLines) {
+  EXPECT_EQ(tasks::as_text("a\rb\r\nc\nd", "t"), "a\nb\nc\nd");
+  EXPECT_EQ(tasks::as_text("\xef\xbb\xbfhi\r", "t"), "hi\n");
+  EXPECT_EQ(tasks::as_text("x\xef\xbb\xbf", "t"), "x\xef\xbb\xbf");  // only a leading mark is dropped
+  EXPECT_EQ(tasks::split_lines("a\n\nb\n"), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(tasks::split_lines("a"), (std::vector<std::string>{"a"}));
+  // 50 CR-only lines are 50 examples, not one.
+  std::string cr_only;
+  for (int i = 0; i < 50; ++i) cr_only += (i % 2 ? "1\tgood " : "0\tbad ") + std::to_string(i) + "\r";
+  EXPECT_EQ(parse_tsv(cr_only, "cr.tsv").size(), 50u);
+  const std::string bom_line = std::string("\xef\xbb\xbf") + "1\tfine\r\n";  // apart: "\xbf1" is one escape
+  EXPECT_TRUE(parse_tsv(bom_line, "bom.tsv")[0].label);
+}
+
+TEST(TasksText, InvalidUtf8IsNamedByFileLineAndOffsetWhateverTheLineEndings) {
+  expect_error([] { tasks::as_text("ok\rstill ok\r\nbad \xff", "f.txt"); },
+               {"f.txt:3: invalid UTF-8 at byte offset 17 (byte 0xff)"});
+  expect_error([] { tasks::as_text("\xef\xbb\xbf\xc3", "g.txt"); }, {"g.txt:1:", "byte offset 3"});
+  expect_error([] { parse_tsv("1\tfine\n0\tnot \xc3\x28 fine\n", "d.tsv"); }, {"d.tsv:2: invalid UTF-8", "offset 13"});
+}
+
+TEST(TasksText, PrintableShowsControlBytesAndBytesThatAreNotUtf8) {
+  EXPECT_EQ(tasks::printable(std::string("a\0b\x1b[1m\t\xff caf\xc3\xa9", 15)),
+            "a\\x00b\\x1b[1m\\x09\\xff caf\xc3\xa9");
+  expect_error([] { parse_tsv(std::string("1\x00x\tbad\n", 8), "n.tsv"); }, {"got '1\\x00x'"});
+}
+
+TEST(TasksText, AnOutputThatIsAnInputIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("attograd-text-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string input = (dir / "in.txt").string();
+  std::ofstream(input) << "x";
+  std::filesystem::create_symlink(input, dir / "link.txt");
+  expect_error(
+      [&] {
+        tasks::check_not_an_input((dir / "link.txt").string(), "--explain", {"", input});
+      },
+      {"--explain", "link.txt: is the input file", "in.txt"});
+  expect_error([&] { tasks::check_not_an_input((dir / ".." / dir.filename() / "in.txt").string(), "--out", {input}); },
+               {"is the input file"});
+  tasks::check_not_an_input((dir / "new.txt").string(), "--explain", {input});  // a new file: fine
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace ag::sentiment

@@ -23,6 +23,12 @@ TEST(Svg, LineChartHasOneLinePerSeries) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
+TEST(Svg, EscapeLeavesNothingXmlForbids) {
+  // XML 1.0 allows no control characters but TAB, LF, CR, and only UTF-8 text: such bytes are shown.
+  EXPECT_EQ(escape(std::string("a\x01<b>&\"\0\xff", 9)), "a\\x01&lt;b&gt;&amp;&quot;\\x00\\xff");
+  EXPECT_EQ(escape("caf\xc3\xa9"), "caf\xc3\xa9");
+}
+
 TEST(Svg, HeatmapHasACellPerValue) {
   const std::string svg = heatmap("attention", {"a", "b"}, {"a", "b", "c"}, {0.1, 0.2, 0.7, 1, 0, 0});
   EXPECT_EQ(count(svg, "<rect x="), 6);

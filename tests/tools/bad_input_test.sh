@@ -11,6 +11,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 source "$here/cli_check.sh"
 cases=0
+quietly() { "$@" >/dev/null 2>&1; }
 
 # Reference runs: sentiment (seed 002's model), sentiment with heads, squares selfattn and transformer.
 good="$work/good" heads="$work/heads" squares="$work/squares" transformer="$work/transformer"
@@ -26,17 +27,25 @@ done
 out="$work/out"
 cp -r "$good" "$out"
 echo "my notes" >"$out/keep.txt"
-fingerprint() { (cd "$out" && find . -type f | sort | xargs sha256sum); }
-before="$(fingerprint)"
+# Every file under the work folder but scratch/ (where cases that succeed write): OUT, the
+# reference runs, the checkpoints and data files the cases read.
+scratch="$work/scratch"
+fingerprint() { (cd "$work" && find . -path ./scratch -prune -o -type f -print | sort | xargs -d '\n' sha256sum); }
 
-# bad NAME EXIT MESSAGE_PART -- COMMAND...: the exit code, the message, OUT untouched, within 60 s.
+# bad NAME EXIT MESSAGE_PART -- COMMAND...: the exit code, the message, no file changed (OUT, the
+# inputs, the other runs), within 60 s.
 bad() {
-  local name="$1" expected="$2" part="$3"
+  local name="$1" expected="$2" part="$3" before
   shift 4
   cases=$((cases + 1))
+  before="$(fingerprint)"
   check "$name" "$expected" "$part" -- timeout 60 "$@"
+  if grep -qE 'json\.exception|filesystem error|bad_alloc|basic_string|error: : |^: ' <<<"$last_output"; then
+    echo "NOT OK $name: a library's text instead of a message: $last_output"
+    failures=$((failures + 1))
+  fi
   if [ "$(fingerprint)" != "$before" ]; then
-    echo "NOT OK $name: changed files in $out"
+    echo "NOT OK $name: changed files: $(diff <(echo "$before") <(fingerprint) | grep '^[<>]' | tr '\n' ' ')"
     failures=$((failures + 1))
     rm -rf "$out" && cp -r "$good" "$out" && echo "my notes" >"$out/keep.txt"
   fi
@@ -133,11 +142,12 @@ bad "eval squares: sentiment checkpoint" 1 "expected 'squares'" -- "$attograd" e
 bad "eval squares: corrupt checkpoint" 1 "corrupt" -- "$attograd" eval squares --checkpoint "$ckpt/flipped-data.safetensors"
 bad "resume: squares run into sentiment" 1 "cannot resume: the checkpoint's task is \"squares\"" -- "$attograd" train sentiment --resume "$squares" --out "$out" --quiet
 bad "resume: selfattn run with --heads 2" 1 "cannot resume: the checkpoint's model is \"selfattn\"" -- "$attograd" train sentiment --heads 2 --resume "$good" --out "$out" --quiet
-bad "resume: multihead run without --heads" 1 "the checkpoint's model is \"multihead\"" -- "$attograd" train sentiment --resume "$heads" --out "$out" --quiet
+bad "resume: multihead run with --heads 0" 1 "the checkpoint's model is \"multihead\"" -- "$attograd" train sentiment --heads 0 --epochs 2 --resume "$heads" --out "$out" --quiet
 bad "resume: squares selfattn as transformer" 1 "the checkpoint's model is \"selfattn\"" -- "$attograd" train squares --model transformer --resume "$squares" --out "$out" --quiet
-bad "resume: other --dim" 1 "the model expects" -- "$attograd" train sentiment --dim 8 --resume "$good" --out "$out" --quiet
+bad "resume: other --dim" 1 "the checkpoint's dim is 16, this run's is 8 (set by --dim)" -- "$attograd" train sentiment --dim 8 --resume "$good" --out "$out" --quiet
 bad "resume: folder without last.safetensors" 1 "cannot open" -- "$attograd" train sentiment --resume "$ckpt" --out "$out" --quiet
-bad "resume: corrupt last.safetensors" 1 "corrupt" -- bash -c "mkdir -p '$work/corrupt' && cp '$ckpt/flipped-data.safetensors' '$work/corrupt/last.safetensors' && '$attograd' train sentiment --resume '$work/corrupt' --out '$out' --quiet"
+mkdir -p "$work/corrupt" && cp "$ckpt/flipped-data.safetensors" "$work/corrupt/last.safetensors"
+bad "resume: corrupt last.safetensors" 1 "corrupt" -- "$attograd" train sentiment --resume "$work/corrupt" --out "$out" --quiet
 # Nesting: bounded at parse time, never copied or printed recursively.
 bad "header nested 200,000 deep" 1 "the header: the JSON nests deeper than 64 levels" -- "${eval_s[@]}" "$ckpt/deep-header.safetensors"
 bad "header nested 65 deep" 1 "nests deeper than 64 levels" -- "${eval_s[@]}" "$ckpt/deep65-header.safetensors"
@@ -205,6 +215,28 @@ bad "--epochs abc" 2 "--epochs" -- "${train_s[@]}" --epochs abc
 bad "--lr nan" 2 "--lr" -- "${train_s[@]}" --lr nan
 bad "--lr inf" 2 "--lr" -- "${train_s[@]}" --lr inf
 bad "--lr -1" 2 "--lr" -- "${train_s[@]}" --lr -1
+bad "--epochs 010 (octal-looking)" 2 "--epochs: expected a decimal whole number in [1, 1000000], got '010' (a leading 0 reads as octal in C and shells; write 10)" -- "${train_s[@]}" --epochs 010
+bad "--epochs 0x10" 2 "--epochs: expected a decimal whole number" -- "${train_s[@]}" --epochs 0x10
+bad "--epochs 1e3" 2 "--epochs: expected a decimal whole number" -- "${train_s[@]}" --epochs 1e3
+bad "--dim 016" 2 "--dim: expected a decimal whole number in [1, 4096], got '016'" -- "${train_s[@]}" --dim 016
+bad "--seed -1" 2 "--seed: expected a seed: a decimal whole number in [0, 2^64 - 1 = 18446744073709551615], got '-1'" -- "${train_s[@]}" --seed -1
+bad "--seed 2^64" 2 "got '18446744073709551616'" -- "${train_s[@]}" --seed 18446744073709551616
+bad "--seed 007" 2 "write 7" -- "${train_s[@]}" --seed 007
+bad "eval squares --data-seed 2^64+1" 2 "--data-seed: expected a seed" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --data-seed 18446744073709551617
+bad "sample --seed -5" 2 "--seed: expected a seed" -- "$attograd" sample --checkpoint "$squares/last.safetensors" --seed -5
+bad "--lr 0x1p-3 (hex float)" 2 "--lr: expected a finite decimal number > 0, got '0x1p-3'" -- "${train_s[@]}" --lr 0x1p-3
+bad "--lr 1e400 (overflows)" 2 "--lr: expected a finite decimal number > 0, got '1e400'" -- "${train_s[@]}" --lr 1e400
+bad "--weight-decay 2" 2 "--weight-decay: expected a finite decimal number in [0, 1], got '2'" -- "${train_s[@]}" --weight-decay 2
+bad "--threads 08" 2 "--threads: expected a decimal whole number in [1, 1024], got '08'" -- "$attograd" --threads 08 train sentiment --out "$out"
+bad "--out \"\"" 2 "--out: expected a path, got an empty string" -- "$attograd" train sentiment --out "" --quiet
+bad "--data \"\"" 2 "--data: expected a path, got an empty string" -- "${train_s[@]}" --data ""
+bad "--resume \"\"" 2 "--resume: expected a path, got an empty string" -- "${train_s[@]}" --resume ""
+bad "eval --checkpoint \"\"" 2 "--checkpoint: expected a path, got an empty string" -- "$attograd" eval squares --checkpoint ""
+bad "--out not UTF-8" 2 "run\\xff'" -- "$attograd" train sentiment --out "$work/run"$'\xff' --quiet
+bad "graph --heads 010" 2 "--heads: expected a decimal whole number" -- "$attograd" graph squares --heads 010
+bad "charlm --iters 1_000" 2 "--iters: expected a decimal whole number" -- "$attograd" train charlm --iters 1_000 --out "$out"
+cases=$((cases + 1))
+check "--lr 1e-320 (subnormal, > 0) is accepted" 0 "test sentences right" -- "$attograd" train sentiment --epochs 1 --lr 1e-320 --out "$scratch/subnormal-lr" --quiet
 bad "--batch-size 0" 2 "--batch-size" -- "${train_s[@]}" --batch-size 0
 bad "--threads 0" 2 "--threads" -- "$attograd" --threads 0 train sentiment --out "$out"
 bad "--threads 100000" 2 "--threads" -- "$attograd" --threads 100000 train sentiment --out "$out"
@@ -233,11 +265,64 @@ bad "data file is an endless device" 1 "/dev/zero: is not a regular file" -- "${
 bad "predict --file an endless device" 1 "/dev/zero: is not a regular file" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file /dev/zero
 bad "line without a tab" 1 "notab.tsv:2: expected 'label<TAB>text'" -- "${train_s[@]}" --data "$data/notab.tsv"
 bad "label other than 0/1" 1 "label.tsv:2: label must be 0 or 1" -- "${train_s[@]}" --data "$data/label.tsv"
-bad "non-UTF-8 text" 1 "latin.tsv:2: the text is not valid UTF-8" -- "${train_s[@]}" --data "$data/latin.tsv"
+bad "non-UTF-8 text" 1 "latin.tsv:2: invalid UTF-8 at byte offset 18 (byte 0xff)" -- "${train_s[@]}" --data "$data/latin.tsv"
 bad "a 1 MB line" 1 "huge.tsv:1: the text has more than the 1000 words" -- "${train_s[@]}" --data "$data/huge.tsv"
 bad "eval: a 1 MB line" 1 "more than the 1000" -- "$attograd" eval sentiment --checkpoint "$good/last.safetensors" --data "$data/huge.tsv"
 bad "predict: a 1 MB text" 1 "more than the 1000" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/huge.tsv"
 bad "predict --file a directory" 2 "directory" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data"
+# Text as people have it: CR-only, CRLF and LF lines, a byte order mark, are the same examples.
+printf '1\tgood film\n0\tbad film\n1\tgreat acting\n0\tawful plot\n' >"$data/lf.tsv"
+tr '\n' '\r' <"$data/lf.tsv" >"$data/cr.tsv"
+sed 's/$/\r/' "$data/lf.tsv" >"$data/crlf.tsv"
+{ printf '\xef\xbb\xbf'; cat "$data/crlf.tsv"; } >"$data/bom.tsv"
+eval_good=("$attograd" eval sentiment --checkpoint "$good/last.safetensors" --data)
+lf_result="$("${eval_good[@]}" "$data/lf.tsv" 2>&1 | sed 's/ on .*//')"
+expect "the LF file's result: 4 examples ($lf_result)" grep -q "of 4)" <<<"$lf_result"
+for ending in cr crlf bom; do
+  cases=$((cases + 1))
+  check "$ending.tsv: 4 examples, as the LF file" 0 "$lf_result on $data/$ending.tsv" -- "${eval_good[@]}" "$data/$ending.tsv"
+done
+cases=$((cases + 1))
+check "train on a CR-only file: 4 examples, not 1" 0 "test sentences right" -- "$attograd" train sentiment --data "$data/cr.tsv" --epochs 1 --batch-size 4 --out "$scratch/cr" --quiet
+expect "CR-only file's run saw 4 examples" grep -q '"vocab_size": 9' "$scratch/cr/config.json"
+printf 'good film\rbad film\rI hated it' >"$data/texts-cr.txt"
+cases=$((cases + 1))
+check "predict --file with CR lines: 3 texts" 0 "	I hated it" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/texts-cr.txt"
+printf 'I loved this film\n' >"$data/text.txt"
+{ printf '\xef\xbb\xbf'; cat "$data/text.txt"; } >"$data/text-bom.txt"
+plain_prediction="$("$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/text.txt")"
+expect "the prediction without a BOM ($plain_prediction)" grep -q "	I loved this film" <<<"$plain_prediction"
+cases=$((cases + 1))
+check "predict --file with a BOM: the same prediction" 0 "$plain_prediction" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/text-bom.txt"
+printf '1\tgood film\n1\x00x\tbad film\n' >"$data/nul.tsv"
+printf '1\tgood film\n\x1b[31m1\tbad film\n' >"$data/escape.tsv"
+printf 'fine\nalso fine\nnot \xc3\x28 fine\n' >"$data/texts-latin.txt"
+printf '\xef\xbb\xbf1\tgood\r\n0\tbad \xe2\x82 film\r\n' >"$data/bom-latin.tsv"
+bad "NUL in a label: shown, not cutting the message" 1 "nul.tsv:2: label must be 0 or 1, got '1\\x00x'" -- "${train_s[@]}" --data "$data/nul.tsv"
+bad "ESC in a label: shown as \\x1b" 1 "escape.tsv:2: label must be 0 or 1, got '\\x1b[31m1'" -- "${train_s[@]}" --data "$data/escape.tsv"
+bad "predict --file: invalid UTF-8 on line 3" 1 "texts-latin.txt:3: invalid UTF-8 at byte offset 19 (byte 0xc3)" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/texts-latin.txt"
+bad "predict: invalid UTF-8 in a text argument" 1 "text 2:1: invalid UTF-8 at byte offset 4" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "fine" $'bad \xff'
+bad "invalid UTF-8 after a BOM and CRLF: line and file offset" 1 "bom-latin.tsv:2: invalid UTF-8 at byte offset 17 (byte 0xe2)" -- "${train_s[@]}" --data "$data/bom-latin.tsv"
+printf '\r\r\n\r' >"$data/blank-cr.tsv"
+bad "only blank CR lines" 1 "blank-cr.tsv: no examples" -- "${train_s[@]}" --data "$data/blank-cr.tsv"
+bad "charlm: invalid UTF-8 names the line" 1 "texts-latin.txt:3: invalid UTF-8" -- "$attograd" train charlm --data "$data/texts-latin.txt" --out "$out" --quiet
+# charlm reads CRLF and a BOM as plain LF text: the same characters and vocabulary.
+head -c 6000 /dev/urandom | base64 -w 60 >"$data/chars.txt"
+{ printf '\xef\xbb\xbf'; sed 's/$/\r/' "$data/chars.txt"; } >"$data/chars-crlf.txt"
+charlm_tiny=(train charlm --block-size 8 --layers 1 --heads 2 --width 8 --batch-size 4 --quiet)
+lf_chars="$("$attograd" "${charlm_tiny[@]}" --iters 2 --eval-interval 2 --data "$data/chars.txt" --out "$scratch/chars" 2>&1 | grep -o 'characters, vocabulary [0-9]*')"
+expect "the LF text's characters ($lf_chars)" test -n "$lf_chars"
+cases=$((cases + 1))
+check "charlm: CRLF + BOM text reads as the LF text" 0 "$lf_chars" -- "$attograd" "${charlm_tiny[@]}" --iters 2 --eval-interval 2 --data "$data/chars-crlf.txt" --out "$scratch/chars-crlf"
+# --explain of a text with control characters: the SVG is well-formed XML.
+cases=$((cases + 1))
+check "--explain with control characters in the text" 0 "wrote" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" $'bad \x01\x02 film\x1b & <co>' --explain "$scratch/explain.svg"
+expect "--explain SVG is well-formed XML" python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$scratch/explain.svg"
+# File errors in plain words, not the C++ library's ("filesystem error: status: …").
+ln -s loop-b "$data/loop-a.safetensors" && ln -s loop-a.safetensors "$data/loop-b"
+bad "checkpoint is a symlink loop" 1 "loop-a.safetensors: cannot open for reading: Too many levels of symbolic links" -- "${eval_s[@]}" "$data/loop-a.safetensors"
+bad "checkpoint name too long" 1 "cannot open for reading: File name too long" -- "${eval_s[@]}" "$data/$(printf 'a%.0s' $(seq 300))"
+bad "data file is a symlink loop" 1 "loop-b: cannot open the data file" -- "$attograd" train charlm --data "$data/loop-b" --out "$out" --quiet
 
 echo "== output folders"
 echo "a file" >"$work/afile"
@@ -245,7 +330,107 @@ bad "--out below a regular file" 1 "afile/run: cannot create the folder" -- "$at
 bad "--out is a regular file" 1 "afile: exists and is not a folder" -- "$attograd" train sentiment --epochs 1 --out "$work/afile" --quiet
 bad "--explain below a regular file" 1 "afile" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$work/afile/x.svg"
 bad "--predictions below a regular file" 1 "afile" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$work/afile/p.safetensors"
+bad "--predictions is the checkpoint it reads" 1 "--predictions $squares/last.safetensors: is the input file" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$squares/last.safetensors"
+bad "--predictions is the checkpoint by another path" 1 "which writing would destroy" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$squares/../$(basename "$squares")/./last.safetensors"
+ln -s "$squares/best.safetensors" "$work/link.safetensors"
+bad "--predictions is a symlink to the checkpoint" 1 "is the input file" -- "$attograd" eval squares --checkpoint "$squares/best.safetensors" --n 4 --predictions "$work/link.safetensors"
+bad "--predictions is a folder" 1 "$work/ckpt" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$work/ckpt"
+bad "--explain is the checkpoint" 1 "--explain $good/last.safetensors: is the input file" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$good/last.safetensors"
+bad "--explain is the --file it reads" 1 "is the input file $data/text.txt" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/text.txt" --explain "$data/text.txt"
+bad "--out holds a squares run: sentiment refuses" 1 "holds another run (its config.json's task is squares)" -- "$attograd" train sentiment --epochs 1 --out "$squares" --quiet
+bad "--out holds a sentiment run: squares refuses" 1 "its config.json's task is sentiment" -- "$attograd" train squares --epochs 1 --out "$out" --quiet
+bad "--out holds a sentiment run: charlm refuses" 1 "a charlm run would overwrite its files" -- "$attograd" "${charlm_tiny[@]}" --iters 2 --data "$data/chars.txt" --out "$out"
+mkdir -p "$work/theirs" && echo '{"name": "not ours"}' >"$work/theirs/config.json"
+bad "--out holds someone else's config.json" 1 "task is (not attograd's)" -- "$attograd" train sentiment --epochs 1 --out "$work/theirs" --quiet
+# A NaN loss in epoch 1 stops the run before its first checkpoint: config.json stays the old run's.
+bad "a run diverging in epoch 1 leaves config.json as it was" 3 "training diverged" -- "${train_s[@]}" --epochs 2 --lr 1e30
+bad "bad data leaves config.json as it was" 1 "notab.tsv:2" -- "${train_s[@]}" --epochs 2 --data "$data/notab.tsv"
+# One run per folder: a second run into a folder another process holds is refused, naming it.
+python3 -c 'import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX); print(os.getpid(), flush=True); time.sleep(60)' "$out/.attograd.lock" >"$work/holder.pid" &
+holder=$!
+for _ in $(seq 100); do [ -s "$work/holder.pid" ] && break; sleep 0.05; done
+bad "--out locked by another process: names its pid" 1 "--out $out: another run (pid $holder) is writing to this folder" -- "${train_s[@]}" --epochs 1
+bad "--resume into a locked --out" 1 "another run (pid $holder)" -- "${train_s[@]}" --epochs 3 --resume "$out"
+kill "$holder" && wait "$holder" 2>/dev/null
+rm -f "$work/holder.pid"
+"$attograd" train sentiment --epochs 100000 --out "$scratch/busy" --quiet >/dev/null 2>&1 &
+busy=$!
+for _ in $(seq 600); do [ -s "$scratch/busy/last.safetensors" ] && break; sleep 0.05; done
+cases=$((cases + 1))
+check "a second run into a running run's folder" 1 "another run (pid $busy)" -- "$attograd" train sentiment --epochs 1 --out "$scratch/busy" --quiet
+kill -TERM "$busy" && wait "$busy"
+cases=$((cases + 1))
+check "the first run was not disturbed: it resumes" 0 "test sentences right" -- "$attograd" train sentiment --resume "$scratch/busy" --epochs "$(grep -c . "$scratch/busy/metrics.csv")" --quiet
+# graph --format svg: dot's files are made exclusively beside --out, so a planted symlink under the
+# old predictable names is not followed.
+if command -v dot >/dev/null; then
+  echo "precious" >"$work/victim.txt"
+  mkdir -p "$scratch/graph"
+  ln -s "$work/victim.txt" "$scratch/graph/g.svg.tmp"
+  cases=$((cases + 1))
+  check "graph --format svg with planted symlinks" 0 "wrote $scratch/graph/g.svg" -- "$attograd" graph squares --format svg --out "$scratch/graph/g.svg"
+  expect "graph: the symlinks' target is untouched" grep -qx precious "$work/victim.txt"
+  expect "graph: the drawing is an SVG" grep -q "<svg" "$scratch/graph/g.svg"
+  expect "graph: no temporary files left" test "$(ls "$scratch/graph" | wc -l)" -eq 2
+fi
 [ "$(cat "$work/afile")" = "a file" ] && echo "OK the regular file in the way is intact" || { echo "NOT OK $work/afile changed"; failures=$((failures + 1)); }
+
+echo "== resume"
+# A resumed run keeps its settings: a flag not given is carried over from the checkpoint, a flag
+# given with another value is refused naming it and both values; only --epochs/--iters (further),
+# --threads change. OUT holds seed 002's run of 2 epochs (lr 0.01, seed 0, batch 10, dim 16).
+resume_s=("$attograd" train sentiment --resume "$out" --out "$out" --quiet)
+bad "resume: --lr 0.5" 1 "cannot resume: the checkpoint's lr is 0.01, this run's is 0.5 (set by --lr)" -- "${resume_s[@]}" --epochs 3 --lr 0.5
+bad "resume: --seed 3" 1 "the checkpoint's seed is 0, this run's is 3 (set by --seed)" -- "${resume_s[@]}" --epochs 3 --seed 3
+bad "resume: --batch-size 5" 1 "the checkpoint's batch_size is 10, this run's is 5 (set by --batch-size)" -- "${resume_s[@]}" --epochs 3 --batch-size 5
+bad "resume: --weight-decay 0.1" 1 "the checkpoint's weight_decay is 0.5, this run's is 0.1 (set by --weight-decay)" -- "${resume_s[@]}" --epochs 3 --weight-decay 0.1
+bad "resume: --val-fraction 0.2" 1 "(set by --val-fraction)" -- "${resume_s[@]}" --epochs 3 --val-fraction 0.2
+bad "resume: --data another file" 1 "the checkpoint's data is \"\", this run's is \"$data/lf.tsv\"" -- "${resume_s[@]}" --epochs 3 --data "$data/lf.tsv"
+bad "resume: --epochs lower than done" 1 "--resume $out: --epochs 1 trains nothing: the run has done 2 epochs; give --epochs > 2" -- "${resume_s[@]}" --epochs 1
+bad "resume: --epochs equal to done" 1 "--epochs 2 trains nothing" -- "${resume_s[@]}" --epochs 2
+bad "resume: a finished run without --epochs" 1 "--epochs 2 trains nothing: the run has done 2 epochs" -- "${resume_s[@]}"
+bad "resume: --heads 2 on a SelfAttention run" 1 "the checkpoint's model is \"selfattn\", this run's is \"multihead\"" -- "${resume_s[@]}" --epochs 3 --heads 2
+bad "resume: multihead run --heads 4" 1 "the checkpoint's heads is 2, this run's is 4 (set by --heads)" -- "$attograd" train sentiment --resume "$heads" --out "$out" --epochs 3 --heads 4 --quiet
+bad "resume squares: --d-model 8" 1 "the checkpoint's d_model is" -- "$attograd" train squares --resume "$squares" --out "$out" --epochs 2 --d-model 8 --quiet
+bad "resume squares: --dropout 0.3" 1 "(set by --dropout)" -- "$attograd" train squares --resume "$transformer" --out "$out" --epochs 2 --dropout 0.3 --quiet
+"$attograd" "${charlm_tiny[@]}" --data "$data/chars.txt" --iters 4 --eval-interval 2 --out "$work/charlm" >/dev/null 2>&1
+bad "resume charlm: --heads 4" 1 "the checkpoint's n_head is 2, this run's is 4 (set by --heads)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --heads 4 --quiet
+bad "resume charlm: --block-size 16" 1 "(set by --block-size)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --block-size 16 --quiet
+bad "resume charlm: --iters not past the run" 1 "--iters 4 trains nothing: the run has done 2 evaluation intervals of 2 iterations; give --iters > 4" -- "$attograd" train charlm --resume "$work/charlm" --quiet
+bad "resume charlm: --min-lr 0.5" 1 "(set by --min-lr)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --min-lr 0.5 --quiet
+bad "resume charlm: --data another text" 1 "(set by --data)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --data "$data/chars-crlf.txt" --quiet
+# Carried over: the checkpoint's settings, --out the resumed folder; --epochs recorded in config.json.
+cp -r "$good" "$scratch/carry"
+"$attograd" train sentiment --epochs 1 --lr 0.02 --seed 5 --batch-size 7 --out "$scratch/carry2" --quiet >/dev/null 2>&1
+cases=$((cases + 1))
+check "resume with only --epochs: settings carried over" 0 "test sentences right" -- "$attograd" train sentiment --resume "$scratch/carry2" --epochs 2 --quiet
+expect "carried: lr, seed, batch size in config.json" python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["lr"] == 0.02 and c["seed"] == 5 and c["batch_size"] == 7 and c["epochs"] == 2 and c["resumed"] == [{"after_epoch": 1, "changed": {"epochs": {"from": 1, "to": 2}}}]))' "$scratch/carry2/config.json"
+"$attograd" train sentiment --epochs 2 --lr 0.02 --seed 5 --batch-size 7 --out "$scratch/carry2-straight" --quiet >/dev/null 2>&1
+expect "carried-over resume equals the straight run (metrics)" cmp -s "$scratch/carry2/metrics.csv" "$scratch/carry2-straight/metrics.csv"
+cases=$((cases + 1))
+check "resume squares transformer without --model" 0 "MSE" -- "$attograd" train squares --resume "$transformer" --out "$scratch/transformer-more" --epochs 2 --quiet
+expect "squares: the resumed run is still a transformer" grep -q '"model": "transformer"' "$scratch/transformer-more/config.json"
+cases=$((cases + 1))
+check "resume charlm with only --iters" 0 "final validation loss" -- "$attograd" train charlm --resume "$work/charlm" --out "$scratch/charlm-more" --iters 6 --quiet
+# Signals: SIGTERM and SIGHUP end every task's run like SIGINT: the step saved, a message, 128 + n.
+for task_signal in "sentiment TERM 143" "sentiment HUP 129" "squares TERM 143" "squares HUP 129" "charlm HUP 129" "charlm INT 130"; do
+  read -r task sig code <<<"$task_signal"
+  case "$task" in
+    sentiment) run=("$attograd" train sentiment --epochs 100000) ;;
+    squares) run=("$attograd" train squares --epochs 100000) ;;
+    charlm) run=("$attograd" "${charlm_tiny[@]}" --data "$data/chars.txt" --iters 1000000 --eval-interval 5) ;;
+  esac
+  folder="$scratch/signal-$task-$sig"
+  cases=$((cases + 1))
+  signal_when_checkpointed "$sig" "$folder" "$work/signal.log" -- "${run[@]}" --out "$folder" --quiet
+  if [ "$status" -eq "$code" ] && grep -q "stopped by .* (continue with --resume)" "$work/signal.log"; then
+    echo "OK $task: SIG$sig ends the run with $code and a message"
+  else
+    echo "NOT OK $task: SIG$sig: exit $status (expected $code): $(cat "$work/signal.log")"
+    failures=$((failures + 1))
+  fi
+  expect "$task: after SIG$sig, last.safetensors loads" quietly "$attograd" eval "$task" --checkpoint "$folder/last.safetensors" $([ "$task" = squares ] && echo --n 4) $([ "$task" = charlm ] && echo --data "$data/chars.txt")
+done
 
 echo "bad input: $cases cases, $failures failed"
 [ "$failures" -eq 0 ]

@@ -8,6 +8,7 @@ check() {  # check NAME EXPECTED_EXIT MESSAGE_PART -- COMMAND...
   local output
   output="$("$@" 2>&1)"
   local status=$?
+  last_output="$output"
   if [ "$status" -eq "$expected" ] && grep -qF -- "$part" <<<"$output"; then
     echo "OK $name"
   else

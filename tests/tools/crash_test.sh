@@ -40,7 +40,7 @@ for step in $(seq 0 19); do
     fi
   done
 done
-# Stale *.tmp files a kill may leave are never read; the next write of that file replaces them.
+# Stale *.tmp.XXXXXX files a kill may leave are never read (each write makes its own, exclusively).
 quietly() { "$@" >/dev/null 2>&1; }
 expect "a run after the kills resumes and finishes" quietly "$attograd" train sentiment --epochs "$(($(epoch_of "$out/last.safetensors") + 1))" --resume "$out" --out "$out" --quiet
 [ "$kills_inside" -gt 0 ] && echo "OK $kills_inside kills came after a new checkpoint" ||

@@ -28,7 +28,7 @@ expect "transformer lr default" grep -q '"lr": 0.003' "$tf/config.json"
 check "transformer flags override defaults" 0 "validation MSE" -- "${squares[@]}" --model transformer --epochs 1 --d-model 8 --heads 4 --lr 0.01 --out "$work/tf8"
 expect "overridden sizes stored" grep -q '"d_model": 8' "$work/tf8/config.json"
 
-check "train squares --help shows defaults" 0 "--batch-size INT:INT in [1 - 1000000]=16" -- "$attograd" train squares --help
+check "train squares --help shows defaults" 0 "--batch-size INT:INT in [1, 1000000]=16" -- "$attograd" train squares --help
 check "eval squares --help" 0 "--data-seed" -- "$attograd" eval squares --help
 check "eval sentiment --help" 0 "--checkpoint" -- "$attograd" eval sentiment --help
 
