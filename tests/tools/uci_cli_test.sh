@@ -39,6 +39,9 @@ awk 'BEGIN { for (i = 1; i <= 10000; i++) {
   if (i == 5000) { printf "1\t"; for (w = 0; w < 1000; w++) printf "great "; print "" }
   else print (i % 2) "\tthe food was " (i % 2 ? "great" : "awful") } }' >"$long_file"
 peak_kb() { sed -n 's/.*Maximum resident set size (kbytes): //p' "$1"; }
+# Under ASan (tools/test.sh --sanitize) freed memory waits in a 256 MB quarantine by default, which
+# would count against the budget: keep it small for these two measured runs.
+[ -z "${ASAN_OPTIONS:-}" ] || export ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=16"
 /usr/bin/time -v -o "$work/eval.time" "$attograd" --threads 2 eval sentiment --checkpoint "$out/best.safetensors" \
   --data "$long_file" >"$work/eval.out" 2>&1
 expect "eval of 10,000 lines with one of 1,000 words: all of them" grep -q "of 10000)" "$work/eval.out"
