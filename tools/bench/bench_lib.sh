@@ -22,3 +22,24 @@ require_openblas() {  # $1: the calling script's name
     exit 2
   }
 }
+
+# The charlm scripts' shared start: `charlm_setup NAME "$@"` reads --runs N (3) and --iters N (300)
+# and sets runs, iters, peer (the PyTorch charlm script), data (Moby-Dick, fetched if missing) and
+# attograd; $root must be the repository root.
+charlm_setup() {
+  local name="$1"
+  shift
+  runs=3 iters=300
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --runs) runs="$2"; shift 2 ;;
+      --iters) iters="$2"; shift 2 ;;
+      *) echo "usage: $name [--runs N] [--iters N]" >&2; exit 2 ;;
+    esac
+  done
+  attograd="$(attograd_program "$root" "$name")"
+  peer="${ATTOGRAD_PEER:-$root/../shared/peer}/charlm_torch.py"
+  "$root/tools/fetch_data.sh"
+  data="$("$root/tools/fetch_data.sh" --where)/moby-dick.txt"
+  require_openblas "$name"
+}

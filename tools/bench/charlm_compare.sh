@@ -9,19 +9,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/tools/bench/bench_lib.sh"
-attograd="$(attograd_program "$root" charlm_compare)"
-peer="${ATTOGRAD_PEER:-$root/../shared/peer}/charlm_torch.py"
-runs=3 iters=300
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --runs) runs="$2"; shift 2 ;;
-    --iters) iters="$2"; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--iters N]" >&2; exit 2 ;;
-  esac
-done
-data="$("$root/tools/fetch_data.sh" --where)/moby-dick.txt"
-"$root/tools/fetch_data.sh"
-require_openblas charlm_compare
+charlm_setup charlm_compare "$@"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

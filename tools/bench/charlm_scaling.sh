@@ -10,19 +10,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-peer="${ATTOGRAD_PEER:-$root/../shared/peer}/charlm_torch.py"
-runs=3 iters=300
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --runs) runs="$2"; shift 2 ;;
-    --iters) iters="$2"; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--iters N]" >&2; exit 2 ;;
-  esac
-done
-attograd="$(attograd_program "$root" charlm_scaling)"
-"$root/tools/fetch_data.sh"
-data="$("$root/tools/fetch_data.sh" --where)/moby-dick.txt"
-require_openblas charlm_scaling
+charlm_setup charlm_scaling "$@"
 mpirun=(mpirun --oversubscribe -np 2)
 [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
 work="$(mktemp -d)"
