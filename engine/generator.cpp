@@ -7,13 +7,6 @@
 
 namespace ag {
 
-uint64_t Generator::next_u64() {
-  uint64_t z = (state_ += kIncrement);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
 double Generator::normal() {

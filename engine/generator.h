@@ -17,7 +17,7 @@ class Generator {
     state_ = seed;
     has_spare_normal_ = false;
   }
-  uint64_t next_u64();
+  uint64_t next_u64() { return mix(state_ += kIncrement); }
   void skip(uint64_t draws) { state_ += draws * kIncrement; }  // as if next_u64 ran `draws` times
   double uniform();                                            // [0, 1), 53 random bits
   double normal();                                             // mean 0, std 1
@@ -36,8 +36,16 @@ class Generator {
     spare_normal_ = s.spare_normal;
   }
 
+  // splitmix64 is counter-based: draw k (from 1) after counter c is mix(c + k·kIncrement), so a
+  // kernel can make many draws at once, in any order (engine/kernels/dropout.h).
+  static constexpr uint64_t kIncrement = 0x9E3779B97F4A7C15ULL;  // the counter's step
+  static constexpr uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+
  private:
-  static constexpr uint64_t kIncrement = 0x9E3779B97F4A7C15ULL;  // splitmix64's: the counter's step
   uint64_t state_ = 0;
   bool has_spare_normal_ = false;
   double spare_normal_ = 0.0;

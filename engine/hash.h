@@ -1,4 +1,4 @@
-// FNV-1a, 64 bits: the checksum of safetensors files and the hash of the UCI sentiment split
+// FNV-1a, 64 bits: the hash of the UCI sentiment split, and the checksum of older safetensors files
 // (DESIGN.md "Real data"). Small, and any single flipped bit changes it.
 #pragma once
 

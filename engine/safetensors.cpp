@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <bit>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -50,9 +52,51 @@ constexpr const char* kChecksumKey = "attograd_checksum";
 // As the safetensors library's own reader: a longer header is damage or an attack, not a model.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
-// Covers the header as canonical JSON (sorted keys, no padding, without the checksum itself) and
-// the data section, so a damaged shape or metadata value is caught as well as damaged data.
-std::string checksum_text(uint64_t hash) { return fmt::format("fnv1a64:{:016x}", hash); }
+// attograd's checksum covers the header as canonical JSON (sorted keys, no padding, without the
+// checksum itself), then the data section, so a damaged shape or metadata value is caught as well
+// as damaged data. attograd writes XXH3-64 (xxhash: GB/s, so a checkpoint every epoch costs no
+// hashing time; FNV-1a's byte-at-a-time loop took a tenth of a small model's training run). It
+// still reads FNV-1a 64, which older files and tools/golden/golden.py's carry.
+class Checksum {
+ public:
+  static Checksum for_writing() { return Checksum(Algorithm::xxh3_64); }
+  // For verifying `stored`, the text a file carries: its prefix names the algorithm.
+  static Checksum for_stored(const std::string& stored, const std::string& path) {
+    if (stored.starts_with("xxh3_64:")) return Checksum(Algorithm::xxh3_64);
+    if (stored.starts_with("fnv1a64:")) return Checksum(Algorithm::fnv1a64);
+    fail(
+        "{}: the file is corrupt: its checksum \"{:.40}\" names no algorithm attograd knows (expected "
+        "\"xxh3_64:\" or \"fnv1a64:\" and 16 hex digits)",
+        path, stored);
+  }
+
+  void add(std::string_view bytes) {
+    if (algorithm_ == Algorithm::fnv1a64)
+      fnv_ = fnv1a64(bytes, fnv_);
+    else
+      XXH3_64bits_update(xxh3_.get(), bytes.data(), bytes.size());
+  }
+  std::string text() const {
+    if (algorithm_ == Algorithm::fnv1a64) return fmt::format("fnv1a64:{:016x}", fnv_);
+    return fmt::format("xxh3_64:{:016x}", XXH3_64bits_digest(xxh3_.get()));
+  }
+
+ private:
+  enum class Algorithm { xxh3_64, fnv1a64 };
+  explicit Checksum(Algorithm algorithm) : algorithm_(algorithm) {
+    if (algorithm != Algorithm::xxh3_64) return;
+    xxh3_.reset(XXH3_createState());
+    AG_CHECK(xxh3_ != nullptr, "safetensors checksum: out of memory");
+    XXH3_64bits_reset(xxh3_.get());
+  }
+
+  struct FreeState {
+    void operator()(XXH3_state_t* state) const { XXH3_freeState(state); }
+  };
+  Algorithm algorithm_;
+  uint64_t fnv_ = kFnv1a64OffsetBasis;
+  std::unique_ptr<XXH3_state_t, FreeState> xxh3_;
+};
 
 // The header length the first 8 bytes give, checked against the file's size before anything
 // else is read.
@@ -84,7 +128,7 @@ struct Header {
   std::map<std::string, std::string> metadata;
   uint64_t data_bytes = 0;              // the data section's size
   std::optional<std::string> checksum;  // attograd's, if the writer stored one
-  uint64_t hash = kFnv1a64OffsetBasis;  // of the header without the checksum, when there is one
+  std::string canonical;                // the header without the checksum, as hashed, when there is one
 };
 
 TensorEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& entry) {
@@ -155,7 +199,7 @@ Header parse_header(std::string_view text, const std::string& path) {
   if (header.checksum) {
     json["__metadata__"].erase(kChecksumKey);  // hashed as the writer did, before adding it
     try {
-      header.hash = fnv1a64(json.dump());
+      header.canonical = json.dump();
     } catch (const nlohmann::json::exception& e) {  // e.g. invalid UTF-8 in a string
       fail("{}: the file is corrupt: its header cannot be re-encoded: {}", path, json_error_text(e));
     }
@@ -169,13 +213,17 @@ template <typename Read>
 SafetensorsFile read_tensors(const Header& header, const std::string& path, Read&& read) {
   SafetensorsFile file;
   file.metadata = header.metadata;
-  uint64_t hash = header.hash;
+  std::optional<Checksum> checksum;
+  if (header.checksum) {
+    checksum = Checksum::for_stored(*header.checksum, path);
+    checksum->add(header.canonical);
+  }
   for (const TensorEntry& entry : header.tensors) {
     Tensor tensor = empty(entry.shape, entry.dtype);
     char* bytes = static_cast<char*>(tensor.raw_data());
     const uint64_t size = entry.end - entry.begin;
     read(bytes, entry.begin, size);
-    if (header.checksum) hash = fnv1a64(std::string_view(bytes, size), hash);
+    if (checksum) checksum->add(std::string_view(bytes, size));
     if (entry.dtype == DType::b8) {
       for (uint64_t i = 0; i < size; ++i)
         AG_CHECK(static_cast<unsigned char>(bytes[i]) <= 1, "{}: tensor '{}' has a BOOL byte that is not 0 or 1", path,
@@ -183,11 +231,12 @@ SafetensorsFile read_tensors(const Header& header, const std::string& path, Read
     }
     file.tensors.emplace_back(entry.name, std::move(tensor));
   }
-  if (header.checksum) {
-    AG_CHECK(*header.checksum == checksum_text(hash),
+  if (checksum) {
+    const std::string content = checksum->text();
+    AG_CHECK(*header.checksum == content,
              "{}: the file is corrupt: its checksum is \"{:.40}\", its content hashes to {} (damaged on disk or in "
              "transfer?)",
-             path, *header.checksum, checksum_text(hash));
+             path, *header.checksum, content);
     file.checksummed = true;
   }
   return file;
@@ -216,6 +265,11 @@ int create_unique_file(const std::string& stem, std::string& path) {
   ::fchmod(fd, 0644 & ~umask);
   path = name;
   return fd;
+}
+
+std::string_view raw_bytes(const Tensor& tensor) {
+  return {static_cast<const char*>(tensor.raw_data()),
+          static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype())};
 }
 
 }  // namespace
@@ -295,19 +349,19 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  std::string data;
-  data.reserve(offset);
-  for (const auto& [name, tensor] : tensors)
-    data.append(static_cast<const char*>(tensor.raw_data()), tensor.numel() * dtype_size(tensor.dtype()));
   // Keys sorted, as a reader sees them.
-  header["__metadata__"][kChecksumKey] = checksum_text(fnv1a64(data, fnv1a64(nlohmann::json(header).dump())));
+  Checksum checksum = Checksum::for_writing();
+  checksum.add(nlohmann::json(header).dump());
+  for (const auto& [name, tensor] : tensors) checksum.add(raw_bytes(tensor));
+  header["__metadata__"][kChecksumKey] = checksum.text();
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string file(8, '\0');
   const uint64_t length = json.size();
   std::memcpy(file.data(), &length, 8);
+  file.reserve(8 + json.size() + offset);
   file += json;
-  file += data;
+  for (const auto& [name, tensor] : tensors) file += raw_bytes(tensor);
   return file;
 }
 

@@ -3,7 +3,7 @@
 // multiple of 8, then the raw little-endian data. Written to a temporary file and renamed into
 // place, so a crash never leaves a half-written file; read strictly, so a damaged file is
 // rejected with a message saying what is wrong. attograd stores a checksum of the header and the
-// data in `__metadata__` ("attograd_checksum": FNV-1a 64) and verifies it when present, so a
+// data in `__metadata__` ("attograd_checksum": XXH3-64; FNV-1a 64 is still read) and verifies it when present, so a
 // flipped bit is caught too; files of other writers (PyTorch) carry none and load as before.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "engine/autograd.h"
-#include "engine/kernels/parallel.h"
+#include "engine/kernels/optim.h"
 
 namespace ag::nn {
 
@@ -57,7 +57,6 @@ void Optimizer::step() {
     ParamState& state = state_[i];
     if (state.buffers.size() != names.size())
       for (size_t b = 0; b < names.size(); ++b) state.buffers.push_back(zeros(param.shape(), param.dtype()));
-    if (!state.update.defined()) state.update = empty(param.shape(), param.dtype());
     ++state.step;
     update(param, grad, state);
   }
@@ -148,6 +147,7 @@ std::vector<std::string> SGD::buffer_names() const {
 }
 
 void SGD::update(Tensor& param, const Tensor& grad, ParamState& state) {
+  if (!state.update.defined()) state.update = empty(param.shape(), param.dtype());
   dispatch_floating(param.dtype(), "SGD", [&]<typename T>() {
     const T* p = param.data<T>();
     const T* g = grad.data<T>();
@@ -184,29 +184,19 @@ void Adam::update(Tensor& param, const Tensor& grad, ParamState& state) {
 }
 
 void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, double l2, double decay_factor) {
-  const double bias_correction1 = 1 - std::pow(options.beta1, static_cast<double>(state.step));
-  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options.beta2, static_cast<double>(state.step)));
+  const auto steps = static_cast<double>(state.step);
+  const kernels::AdamStep step{.beta1 = options.beta1,
+                               .beta2 = options.beta2,
+                               .eps = options.eps,
+                               .l2 = l2,
+                               .kept = decay_factor,
+                               .correction2 = std::sqrt(1 - std::pow(options.beta2, steps)),
+                               .step_size = -lr() / (1 - std::pow(options.beta1, steps))};
+  // One pass: the same bits as the three passes param.mul_(kept), the moments,
+  // param.add_(update, step_size) would give.
   dispatch_floating(param.dtype(), type_name(), [&]<typename T>() {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    T* exp_avg = state.buffers[0].data<T>();
-    T* exp_avg_sq = state.buffers[1].data<T>();
-    const T beta1 = options.beta1, beta2 = options.beta2, eps = options.eps, decay = l2;
-    const T one_minus_beta1 = 1 - options.beta1, one_minus_beta2 = 1 - options.beta2;
-    const T correction2 = bias_correction2_sqrt, kept = decay_factor, step_size = -lr() / bias_correction1;
-    // Each element on its own, in one pass: the same bits for any thread count, and as the three
-    // passes param.mul_(kept), the moments, param.add_(update, step_size) would give. (The
-    // embeddings of a real vocabulary make this loop the biggest cost of a small model's step.)
-    parallel_for_ranges(param.numel(), 16, [&](int64_t begin, int64_t end) {
-#pragma omp simd  // the arrays never overlap
-      for (int64_t i = begin; i < end; ++i) {
-        const T d = l2 == 0 ? g[i] : g[i] + decay * p[i];
-        exp_avg[i] = exp_avg[i] * beta1 + one_minus_beta1 * d;
-        exp_avg_sq[i] = exp_avg_sq[i] * beta2 + one_minus_beta2 * d * d;
-        const T update = exp_avg[i] / (std::sqrt(exp_avg_sq[i]) / correction2 + eps);  // exp_avg / denom
-        p[i] = p[i] * kept + step_size * update;  // param.addcdiv_(exp_avg, denom, -step_size)
-      }
-    });
+    kernels::adam_step(step, param.data<T>(), grad.data<T>(), state.buffers[0].data<T>(), state.buffers[1].data<T>(),
+                       param.numel());
   });
   ++param.impl()->storage->version;  // an in-place write, as mul_ and add_ count it
 }

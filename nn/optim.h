@@ -41,7 +41,7 @@ class Optimizer {
   struct ParamState {
     int64_t step = 0;
     std::vector<Tensor> buffers;  // in buffer_names() order; allocated at the first step
-    Tensor update;                // scratch of the parameter's shape, not part of the state
+    Tensor update;                // SGD's scratch of the parameter's shape, not part of the state
   };
 
   Optimizer(std::string_view name, std::vector<Tensor> params, double lr);  // name: for errors

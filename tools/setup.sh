@@ -11,6 +11,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # oneDNN; its CMake config needs the OpenCL headers
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgoogle-perftools-dev  # tcmalloc for the attograd program
+  libxxhash-dev  # XXH3, the checksum of the safetensors files attograd writes
   python3  # tests/tools/edit_checkpoint.py (the bad-input test), no torch needed
   graphviz  # `attograd graph --format svg` runs its dot
   libopenmpi-dev openmpi-bin  # data parallelism over MPI (nn/distributed.h; the mpi tests run mpirun)

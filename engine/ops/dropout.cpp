@@ -1,5 +1,7 @@
 // Dropout: in training, zeroes each element with probability p and scales the survivors by
 // 1/(1-p), so the expected output is x; in eval (or with p = 0), the identity.
+#include "engine/kernels/dropout.h"
+
 #include <cmath>
 
 #include "engine/autograd.h"
@@ -19,24 +21,18 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   const int64_t rows = shard ? shard->rows : 1, per_row = rows > 0 ? mask.numel() / rows : 0;
   AG_CHECK(static_cast<uint64_t>(per_row) <= kDrawsPerRow,
            "dropout: a row of {} elements is more than a row's {} draws", per_row, kDrawsPerRow);
-  const Generator::State start = gen.state();
+  const uint64_t start = gen.state().counter;
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
     const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
-    // Serial: one draw per element in row-major order, so a seed gives the same mask on every
-    // machine and thread count. In a shard, each row from its own stream (engine/generator.h).
+    // One draw per element in row-major order, so a seed gives the same mask on every machine
+    // and thread count. In a shard, each row from its own stream (engine/generator.h).
     for (int64_t row = 0; row < rows; ++row) {
-      if (shard) {
-        gen.set_state(start);
-        gen.skip(static_cast<uint64_t>(shard->first + row) * kDrawsPerRow);
-      }
-      T* pm = mask.data<T>() + row * per_row;
-      for (int64_t i = 0; i < per_row; ++i) pm[i] = gen.uniform() >= p ? scale : T(0);
+      const uint64_t row_start = shard ? static_cast<uint64_t>(shard->first + row) * kDrawsPerRow : 0;
+      kernels::dropout_mask_row(start + row_start * Generator::kIncrement, p, scale, mask.data<T>() + row * per_row,
+                                per_row);
     }
   });
-  if (shard) {
-    gen.set_state(start);
-    gen.skip(static_cast<uint64_t>(shard->global_rows) * kDrawsPerRow);
-  }
+  gen.skip(shard ? static_cast<uint64_t>(shard->global_rows) * kDrawsPerRow : static_cast<uint64_t>(mask.numel()));
   return mask;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/autograd.h"
+#include "engine/kernels/fast.h"
 #include "engine/ops.h"
 #include "tests/test_util.h"
 
@@ -267,6 +268,25 @@ TEST(Dropout, SameSeedSameMaskBitForBit) {
   EXPECT_NE(ya, yc);
   // The generator advances: the next call draws another mask.
   EXPECT_NE(dropout(x, 0.5, true, a).to_vector(), ya);
+}
+
+// The mask kernel draws many elements at once; each element must be what drawing uniform() one
+// by one gives (kept when the draw is >= p), for both dtypes, lengths around the vector widths,
+// and p with p·2⁵³ an integer (0.25) and half-way between two (0.25 + 2⁻⁵⁴).
+TEST(Dropout, MaskIsTheOneByOneDrawsOfTheGenerator) {
+  for (const DType dtype : {DType::f32, f64})
+    for (const int64_t n : {1, 7, 8, 17, 1000})
+      for (const double p : {0.0, 0.1, 0.3, 0.5, 0.7, 1.0, 0.25, 0.25 + 0x1p-54})
+        for (const uint64_t seed : {0, 9}) {
+          Generator gen(seed), one_by_one(seed);
+          const std::vector<double> mask = dropout_mask({n}, dtype, p, gen).to_vector();
+          const double scale =
+              p == 1 ? 0 : static_cast<double>(dtype == DType::f32 ? static_cast<float>(1 / (1 - p)) : 1 / (1 - p));
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(mask[i], one_by_one.uniform() >= p ? scale : 0.0)
+                << dtype_name(dtype) << " n " << n << " p " << p << " seed " << seed << " at " << i;
+          EXPECT_EQ(gen.state().counter, one_by_one.state().counter);
+        }
 }
 
 // Data parallelism: under a BatchShardGuard, the shards' masks are the rows of the whole batch's

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "engine/hash.h"
+#include "engine/json.h"
 #include "tests/test_util.h"
 
 namespace ag {
@@ -68,8 +71,54 @@ TEST(Safetensors, WithoutMetadataHoldsOnlyTheChecksum) {
   const TempDir dir;
   const fs::path path = dir / "plain.safetensors";
   save_safetensors(path, {{"x", ones({2})}});
-  EXPECT_NE(read_bytes(path).find("\"__metadata__\":{\"attograd_checksum\":\"fnv1a64:"), std::string::npos);
+  EXPECT_NE(read_bytes(path).find("\"__metadata__\":{\"attograd_checksum\":\"xxh3_64:"), std::string::npos);
   EXPECT_TRUE(load_safetensors(path).metadata.empty()) << "the checksum is the format's, not the caller's";
+}
+
+// The header and data of a written file, and the header as the checksum covers it: canonical JSON
+// (sorted keys, no padding) without the checksum. Returns the stored checksum.
+std::string split_file(const std::string& bytes, std::string& canonical, std::string& data) {
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
+  const std::string stored = header["__metadata__"]["attograd_checksum"];
+  header["__metadata__"].erase("attograd_checksum");
+  canonical = header.dump();
+  data = bytes.substr(8 + length);
+  return stored;
+}
+
+// The stored checksum is XXH3-64 (xxhash's one-shot function here, the streaming one in the
+// writer) of the canonical header followed by the data.
+TEST(Safetensors, ChecksumIsXxh3OfTheCanonicalHeaderAndTheData) {
+  const TempDir dir;
+  const fs::path path = dir / "sum.safetensors";
+  save_safetensors(path, {{"b", arange(0, 5, 1, DType::f64)}, {"a", ones({3, 2})}}, {{"note", "x"}});
+  std::string canonical, data;
+  const std::string stored = split_file(read_bytes(path), canonical, data);
+  const std::string whole = canonical + data;
+  EXPECT_EQ(stored, fmt::format("xxh3_64:{:016x}", XXH3_64bits(whole.data(), whole.size())));
+}
+
+// Files written before XXH3 (and tools/golden/golden.py's) carry FNV-1a 64: still verified.
+TEST(Safetensors, ReadsAndVerifiesTheOlderFnvChecksum) {
+  const TempDir dir;
+  const fs::path path = dir / "old.safetensors";
+  save_safetensors(path, {{"x", arange(0, 4, 1)}});
+  std::string canonical, data;
+  const std::string bytes = read_bytes(path), xxh3 = split_file(bytes, canonical, data);
+  const std::string fnv = fmt::format("fnv1a64:{:016x}", fnv1a64(data, fnv1a64(canonical)));
+  std::string old = bytes;
+  old.replace(old.find(xxh3), xxh3.size(), fnv);  // the same length: the header length holds
+  write_bytes(path, old);
+  EXPECT_EQ(load_safetensors(path).tensors.at(0).second.to_vector(), (std::vector<double>{0, 1, 2, 3}));
+  old[old.size() - 1] ^= 1;
+  write_bytes(path, old);
+  expect_error([&] { load_safetensors(path); }, {"corrupt", "fnv1a64:"});
+  std::string unknown = bytes;
+  unknown.replace(unknown.find(xxh3), 7, "md5sum:");
+  write_bytes(path, unknown);
+  expect_error([&] { load_safetensors(path); }, {"corrupt", "names no algorithm", "xxh3_64:"});
 }
 
 TEST(Safetensors, RefusesToWriteUndefinedRepeatedOrReservedNames) {
