@@ -102,6 +102,7 @@ void take_uci_defaults(CLI::App* app, sentiment::SentimentOptions& options) {
   if (!given("--weight-decay")) options.weight_decay = uci.weight_decay;
   if (!given("--batching")) options.batching = uci.batching;
   if (!given("--dropout")) options.dropout = uci.dropout;
+  if (!given("--lr-schedule")) options.lr_schedule = uci.lr_schedule;
 }
 
 Command add_train_sentiment(CLI::App* train) {
@@ -112,8 +113,8 @@ Command add_train_sentiment(CLI::App* train) {
   CLI::Option* dataset =
       app->add_option("--dataset", options->dataset,
                       "seed: seed 002's 50 sentences; uci: UCI's 3,000 Amazon, IMDB and Yelp review sentences (hash "
-                      "split; its defaults: --epochs 20 --lr 0.001 --batch-size 32 --dim 64 --weight-decay 0.01 "
-                      "--dropout 0.7 --batching length --out runs/sentiment-uci)")
+                      "split; its defaults: --epochs 20 --lr 0.002 --lr-schedule cosine --batch-size 32 --dim 64 "
+                      "--weight-decay 0.01 --dropout 0.7 --batching length --out runs/sentiment-uci)")
           ->check(CLI::IsMember({"seed", "uci"}))
           ->capture_default_str();
   app->add_option("--weight-decay", options->weight_decay, "AdamW's decoupled weight decay")
@@ -140,6 +141,11 @@ Command add_train_sentiment(CLI::App* train) {
                   "shuffled: batches of shuffled sentences; length: of sentences of similar length, in a shuffled "
                   "order (--dataset uci's default)")
       ->check(CLI::IsMember({"shuffled", "length"}))
+      ->capture_default_str();
+  app->add_option("--lr-schedule", options->lr_schedule,
+                  "constant, or cosine: each step's lr falls from --lr to 0 along a half cosine over the run "
+                  "(--dataset uci's default)")
+      ->check(CLI::IsMember({"constant", "cosine"}))
       ->capture_default_str();
   app->add_option("--min-count", options->min_count,
                   "Times a word must occur in the training sentences to enter the vocabulary")

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <numeric>
 
 #include "engine/autograd.h"
@@ -26,7 +28,7 @@ namespace ag::sentiment {
 SentimentOptions uci_defaults() {
   SentimentOptions o;
   o.training.epochs = 20;
-  o.training.lr = 1e-3;
+  o.training.lr = 2e-3;
   o.training.batch_size = 32;
   o.training.out = "runs/sentiment-uci";
   o.dataset = "uci";
@@ -34,6 +36,7 @@ SentimentOptions uci_defaults() {
   o.weight_decay = 0.01;
   o.batching = "length";
   o.dropout = 0.7;
+  o.lr_schedule = "cosine";
   return o;
 }
 
@@ -204,6 +207,17 @@ bool batch_by_length(const SentimentOptions& o) {
   return o.batching == "length";
 }
 
+// The lr of each step, counted from 0: constant, or a half cosine from lr to 0 over the run's
+// total_steps (torch's CosineAnnealingLR with T_max = total_steps, stepped every batch).
+std::function<double(int64_t)> lr_schedule(const SentimentOptions& o, int64_t total_steps) {
+  AG_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine",
+           "--lr-schedule: expected constant or cosine, got '{}'", o.lr_schedule);
+  if (o.lr_schedule == "constant") return {};
+  return [lr = o.training.lr, total = static_cast<double>(total_steps)](int64_t step) {
+    return 0.5 * lr * (1 + std::cos(std::numbers::pi * static_cast<double>(step) / total));
+  };
+}
+
 ClassifierConfig classifier_config(const SentimentOptions& o, int64_t vocab_size) {
   return {.vocab_size = vocab_size,
           .dim = o.dim,
@@ -223,6 +237,7 @@ std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
   settings["val_fraction"] = o.val_fraction;
   settings["optimizer"] = "AdamW";
   settings["weight_decay"] = o.weight_decay;
+  if (is_uci(o) || o.lr_schedule != "constant") settings["lr_schedule"] = o.lr_schedule;
   if (is_uci(o)) {  // seed 002's config stays as it was
     settings["dataset"] = o.dataset;
     settings["tokenizer"] = tokenizer_name(vocab.tokenizer());
@@ -504,7 +519,11 @@ int train(const SentimentOptions& options) {
   SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options), batch_by_length(options));
   const std::vector<nn::EpochRecord> history = tasks::run_training(
       model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),
-      {{"vocabulary", nlohmann::json(vocab.words()).dump()}});
+      {{"vocabulary", nlohmann::json(vocab.words()).dump()}}, [&](nn::TrainerOptions& t) {
+        // An epoch is ceil(n / batch_size) steps, by length as shuffled (each cut at batch_size rows).
+        const int64_t steps = (task.train_size() + t.batch_size - 1) / t.batch_size;
+        t.lr_schedule = lr_schedule(options, t.epochs * steps);
+      });
   write_losses_svg(options, history);
   const nn::EpochRecord& last = history.back();
   if (is_uci(options)) {

@@ -54,10 +54,18 @@ expect "... under 200 MB at its peak ($(($(peak_kb "$work/predict.time") / 1024)
 check "predict --explain on a real review" 0 "positive" -- "$attograd" predict sentiment --checkpoint "$out/best.safetensors" "I've dropped my phone more times than I can say, even on concrete and my phone is still great." --explain "$work/explain.svg"
 expect "the heatmap marks unknown words" grep -q "(unk)" "$work/explain.svg"
 
-# Resume: 2 epochs, then on to 3, give the 3-epoch run's metrics bit for bit.
-"$attograd" --threads 2 train sentiment --dataset uci --epochs 2 --out "$work/resumed" --quiet >/dev/null 2>&1
+# Resume: 2 epochs, then on to 3, give the 3-epoch run's metrics bit for bit. With a constant lr:
+# the cosine schedule spans the run's epochs, so a run extended from 2 to 3 follows another curve
+# (the charlm test resumes a schedule mid-run after SIGTERM).
+expect "the UCI default schedule is recorded" grep -q '"lr_schedule": "cosine"' "$out/config.json"
+constant=(--threads 2 train sentiment --dataset uci --lr-schedule constant --quiet)
+"$attograd" "${constant[@]}" --epochs 3 --out "$work/straight" >/dev/null 2>&1
+"$attograd" "${constant[@]}" --epochs 2 --out "$work/resumed" >/dev/null 2>&1
 check "resume to 3 epochs" 0 "best epoch" -- "$attograd" --threads 2 train sentiment --dataset uci --epochs 3 --out "$work/resumed" --resume "$work/resumed" --quiet
-expect "resumed run equals the uninterrupted one" cmp -s "$out/metrics.csv" "$work/resumed/metrics.csv"
+expect "resumed run equals the uninterrupted one" cmp -s "$work/straight/metrics.csv" "$work/resumed/metrics.csv"
+expect "... and the schedules differ" test "$(md5sum <"$out/metrics.csv")" != "$(md5sum <"$work/straight/metrics.csv")"
+check "resume with another --lr-schedule" 1 "the checkpoint's lr_schedule is \"constant\", this run's is \"cosine\" (set by --lr-schedule)" -- "$attograd" train sentiment --dataset uci --epochs 4 --lr-schedule cosine --resume "$work/resumed" --quiet
+check "--lr-schedule must be known" 2 "--lr-schedule: linear not in {constant,cosine}" -- "$attograd" train sentiment --dataset uci --lr-schedule linear --out "$work/never"
 
 # Bad corpus files: exit 1, naming the file; nothing written.
 bad="$work/bad"
