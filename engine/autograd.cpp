@@ -152,7 +152,11 @@ void accumulate_into_leaf(const Node& accumulator, Tensor grad, bool create_grap
   grad = apply_hooks(leaf->hooks, std::move(grad), "a leaf tensor");
   if (!create_graph) grad = grad.detach();
   if (!leaf->grad.defined()) {
-    leaf->grad = create_graph ? grad : clone(grad);  // own copy: the same gradient may reach other leaves
+    // The leaf owns its gradient. Taken as it is when nothing else holds its memory (the usual
+    // case: an op made it for this leaf alone; PyTorch's AccumulateGrad steals it too), else
+    // copied: the same gradient may reach other leaves, or a hook may have kept it.
+    const bool sole_owner = grad.impl()->storage.use_count() == 1;
+    leaf->grad = create_graph || sole_owner ? grad : clone(grad);
   } else {
     leaf->grad = add(leaf->grad, grad);
   }
@@ -285,7 +289,8 @@ void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bo
           if (capture->targets[i] == node) capture->grads[i] = grad;
       }
       if (!node->backward) {
-        if (capture == nullptr) accumulate_into_leaf(*node, grad, create_graph);
+        // Moved unless the trace still reads it, so the leaf can take the gradient's memory.
+        if (capture == nullptr) accumulate_into_leaf(*node, observer ? Tensor(grad) : std::move(grad), create_graph);
         if (observer != nullptr) observer->node_ran(*node, grad, {}, seconds_since(start));
         continue;
       }

@@ -41,6 +41,22 @@ TEST(Autograd, LeafGradIsNotSharedWithOtherLeaves) {
   EXPECT_DOUBLE_EQ(b.grad().item(), 1.0);
 }
 
+// A leaf takes the gradient an op made for it alone, without a copy (as PyTorch's AccumulateGrad
+// does); a gradient something else still holds, here a hook's, is copied.
+TEST(Autograd, LeafCopiesAGradientAHookKept) {
+  Tensor x = tensor({1.0, 2.0}, {2}).requires_grad_();
+  Tensor kept;
+  x.register_hook([&](const Tensor& g) {
+    kept = g;
+    return Tensor();
+  });
+  sum(mul(x, 3.0)).backward();
+  NoGradGuard no_grad;
+  kept.mul_(10);
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{3.0, 3.0}));
+  EXPECT_NE(x.grad().raw_data(), kept.raw_data());
+}
+
 TEST(Autograd, NonScalarBackwardTakesAGradient) {
   Tensor x = tensor({1.0, 2.0, 3.0}, {3}).requires_grad_();
   Tensor y = mul(x, x);
