@@ -31,6 +31,12 @@ Tensor binary_kernel(std::string_view op, const Tensor& a, const Tensor& b, F f)
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
+    if (a.shape() == b.shape()) {  // the common case, in a loop the compiler vectorises
+      parallel_for_ranges(out.numel(), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i]);
+      });
+      return;
+    }
     for_each_broadcast<2>(out.shape(), {a.shape(), b.shape()},
                           [&](int64_t i, const std::array<int64_t, 2>& at) { po[i] = f(pa[at[0]], pb[at[1]]); });
   });
