@@ -1,5 +1,6 @@
 #include "engine/autograd.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_set>
 
@@ -79,6 +80,13 @@ std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
 
 void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inputs, std::span<const Tensor> saved,
                  BackwardFn backward) {
+  // The node goes on a tensor of its own. An output that is an input itself (reshape to the same
+  // shape, eval-mode dropout), a leaf, or a tensor that already has a node (a custom function's
+  // forward computed with recorded ops) is replaced by a new alias of its memory: the input stays
+  // what it was (a leaf stays a leaf) and an earlier node stays with the earlier tensor.
+  const bool is_an_input =
+      std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& input) { return input.impl() == out.impl(); });
+  if (is_an_input || out.impl()->grad_fn || out.impl()->requires_grad) out = out.detach();
   auto node = std::make_shared<Node>();
   node->name = name;
   node->scope = current_scope();  // shared by pointer: no allocation

@@ -103,7 +103,9 @@ void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inp
                  BackwardFn backward);
 
 // Attaches a node named `name` to `out`, computed from `inputs`, if needs_recording(inputs).
-// `saved` may hold inputs and `out` itself. Ops call it right after computing the forward.
+// `saved` may hold inputs and `out` itself. Ops call it right after computing the forward. If
+// `out` is one of the inputs, a leaf, or already has a node, it is first replaced by a new alias
+// of its memory (the input stays a leaf; the earlier node stays with the earlier tensor).
 // Nothing is allocated when the op need not record (the backward becomes a BackwardFn only then).
 template <typename F>
 void record(Tensor& out, std::string_view name, std::initializer_list<Tensor> inputs,

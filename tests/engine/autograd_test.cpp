@@ -57,6 +57,42 @@ TEST(Autograd, LeafCopiesAGradientAHookKept) {
   EXPECT_NE(x.grad().raw_data(), kept.raw_data());
 }
 
+// record() on an output that is its input itself (an identity forward) gives the output a new
+// alias with the node: the leaf stays a leaf and gets the gradient through the node.
+TEST(Autograd, RecordingOnAnInputItselfLeavesTheInputAsItWas) {
+  Tensor x = tensor({1.0, 2.0}, {2}).requires_grad_();
+  Tensor out = x;  // an identity forward
+  record(out, "TwiceBackward", {x}, {}, [](const BackwardContext& c) {
+    // out = x, with a made-up derivative of 2 to tell this node's gradient from a plain pass-through
+    return std::vector<Tensor>{mul(c.grad, 2.0)};
+  });
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_EQ(x.grad_fn(), nullptr);
+  ASSERT_NE(out.grad_fn(), nullptr);
+  EXPECT_EQ(out.raw_data(), x.raw_data());  // an alias of the same memory
+  sum(out).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{2.0, 2.0}));
+  const Tensor same_shape = reshape(x, {2});  // an engine op whose forward may return its input
+  EXPECT_TRUE(x.is_leaf());
+  sum(same_shape).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{3.0, 3.0}));
+}
+
+// record() on an output that already has a node (its forward ran recorded ops) puts the new node on
+// a new alias; the earlier tensor keeps its node.
+TEST(Autograd, RecordingOnATensorWithANodeKeepsTheEarlierNode) {
+  Tensor x = tensor({1.0, 2.0}, {2}).requires_grad_();
+  const Tensor computed = mul(x, 3.0);
+  Tensor out = computed;
+  record(out, "ZeroBackward", {x}, {}, [](const BackwardContext& c) { return std::vector<Tensor>{mul(c.grad, 0.0)}; });
+  EXPECT_EQ(std::string(computed.grad_fn()->name), "MulScalarBackward");
+  EXPECT_EQ(std::string(out.grad_fn()->name), "ZeroBackward");
+  sum(computed).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{3.0, 3.0}));
+  sum(out).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{3.0, 3.0}));
+}
+
 TEST(Autograd, NonScalarBackwardTakesAGradient) {
   Tensor x = tensor({1.0, 2.0, 3.0}, {3}).requires_grad_();
   Tensor y = mul(x, x);
