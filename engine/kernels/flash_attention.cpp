@@ -93,20 +93,20 @@ template <typename V, int R>
 }
 
 // Runtime dispatch (GCC function multiversioning, feature lists: an arch= version could not inline
-// the templates): 4 rows × 2 vectors = 8 accumulators, which leaves registers for the b loads on
-// AVX2's 16 and AVX-512's 32.
+// the templates). Tiles of 2 vectors × 4 rows (AVX2: 8 of its 16 registers) or × 8 rows (AVX-512:
+// 16 of its 32), leaving registers for the b loads.
 [[gnu::target("default")]] void block_gemm(const Gemm<float>& g) { gemm_columns(g, 0); }
 [[gnu::target("avx2,fma")]] void block_gemm(const Gemm<float>& g) { gemm_vectorised<f32x8, 4>(g); }
 [[gnu::target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]] void block_gemm(const Gemm<float>& g) {
-  gemm_vectorised<f32x16, 4>(g);
+  gemm_vectorised<f32x16, 8>(g);
 }
 void block_gemm(const Gemm<double>& g) { gemm_columns(g, 0); }
 
 // dst (cols, rows) = scale · src (rows, cols)ᵀ, src with leading dim ld.
 template <typename F>
 void transpose_scaled(const F* src, int64_t ld, int64_t rows, int64_t cols, F scale, F* dst) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = scale * src[r * ld + c];
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) dst[c * rows + r] = scale * src[r * ld + c];
 }
 
 // ---- Row passes over a score block ----
@@ -192,9 +192,9 @@ void for_each_task(int64_t tasks, int64_t cost_per_task, const Scratch& prototyp
 
 template <typename F>
 struct ForwardScratch {
-  std::vector<F> kt, s, acc, max, sum;  // (d, Bc), (Br, Bc), (Br, dv), (Br), (Br)
+  std::vector<F> s, acc, max, sum;  // (Br, Bc), (Br, dv), (Br), (Br)
   explicit ForwardScratch(const FlashProblem<F>& p)
-      : kt(p.d * kKeyBlock), s(kQueryBlock * kKeyBlock), acc(kQueryBlock * p.dv), max(kQueryBlock), sum(kQueryBlock) {}
+      : s(kQueryBlock * kKeyBlock), acc(kQueryBlock * p.dv), max(kQueryBlock), sum(kQueryBlock) {}
 };
 
 // The online softmax after one key block: s (rows, cols) holds its scores and becomes
@@ -230,13 +230,14 @@ void finish_rows(const FlashProblem<F>& p, const ForwardScratch<F>& w, int64_t r
   }
 }
 
-// Queries [i0, i0+rows) of head bh against every key they may see, one key block at a time.
+// Queries [i0, i0+rows) of head bh against every key they may see, one key block at a time;
+// kt (B, H, d, S) holds scale · kᵀ.
 template <typename F>
-void forward_query_block(const FlashProblem<F>& p, const F* q, const F* k, const F* v, F* out, F* lse, int64_t bh,
+void forward_query_block(const FlashProblem<F>& p, const F* q, const F* kt, const F* v, F* out, F* lse, int64_t bh,
                          int64_t i0, ForwardScratch<F>& w) {
   const int64_t rows = std::min(kQueryBlock, p.T - i0);
   const F* q_block = q + (bh * p.T + i0) * p.d;  // (rows, d)
-  const F* k_head = k + bh * p.S * p.d;          // (S, d)
+  const F* kt_head = kt + bh * p.d * p.S;        // (d, S)
   const F* v_head = v + bh * p.S * p.dv;         // (S, dv)
   std::fill(w.max.begin(), w.max.end(), -std::numeric_limits<F>::infinity());
   std::fill(w.sum.begin(), w.sum.end(), F(0));
@@ -244,8 +245,7 @@ void forward_query_block(const FlashProblem<F>& p, const F* q, const F* k, const
   const int64_t key_end = p.causal ? std::min(p.S, i0 + rows) : p.S;  // causal: no key after the last query
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, key_end - j0);
-    transpose_scaled(k_head + j0 * p.d, p.d, cols, p.d, p.scale, w.kt.data());  // scale · kᵀ: (d, cols)
-    block_gemm(Gemm<F>{q_block, p.d, 1, w.kt.data(), cols, w.s.data(), cols, rows, cols, p.d, true});  // (rows, cols)
+    block_gemm(Gemm<F>{q_block, p.d, 1, kt_head + j0, p.S, w.s.data(), cols, rows, cols, p.d, true});  // (rows, cols)
     if (block_is_masked(p, i0, j0, cols)) mask_block(p, w.s.data(), bh, i0, rows, j0, cols);
     online_softmax_update(w.s.data(), rows, cols, p.dv, w);
     block_gemm(Gemm<F>{w.s.data(), cols, 1, v_head + j0 * p.dv, p.dv, w.acc.data(), p.dv, rows, p.dv, cols});
@@ -334,12 +334,16 @@ void backward_head(const FlashProblem<F>& p, const Head<F>& h, int64_t bh, Backw
 
 template <typename F>
 void mask_scores(const FlashProblem<F>& p, F* scores, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t count) {
+  constexpr F kMinusInf = -std::numeric_limits<F>::infinity();
+  const int64_t visible = p.causal ? std::clamp<int64_t>(i + 1 - j0, 0, count) : count;  // keys ≤ i
+  std::fill(scores + visible, scores + count, kMinusInf);
+  if (!p.padded && !p.takes_part && !p.added) return;
   const int64_t* ms = p.mask_strides;
   const int64_t mask_row = ms ? b * ms[0] + h * ms[1] + i * ms[2] : 0;
-  for (int64_t j = 0; j < count; ++j) {
+  for (int64_t j = 0; j < visible; ++j) {
     const int64_t key = j0 + j, at = ms ? mask_row + key * ms[3] : 0;
-    if ((p.causal && key > i) || (p.padded && p.padded[b * p.S + key]) || (p.takes_part && !p.takes_part[at])) {
-      scores[j] = -std::numeric_limits<F>::infinity();
+    if ((p.padded && p.padded[b * p.S + key]) || (p.takes_part && !p.takes_part[at])) {
+      scores[j] = kMinusInf;
     } else if (p.added) {
       scores[j] += p.added[at];
     }
@@ -348,10 +352,14 @@ void mask_scores(const FlashProblem<F>& p, F* scores, int64_t b, int64_t h, int6
 
 template <typename F>
 void flash_attention_forward(const FlashProblem<F>& p, const F* q, const F* k, const F* v, F* out, F* lse) {
+  std::vector<F> kt(p.B * p.H * p.d * p.S);  // scale · kᵀ: (B, H, d, S)
+  parallel_for(p.B * p.H, p.S * p.d, [&](int64_t bh) {
+    transpose_scaled(k + bh * p.S * p.d, p.d, p.S, p.d, p.scale, kt.data() + bh * p.d * p.S);
+  });
   const int64_t query_blocks = (p.T + kQueryBlock - 1) / kQueryBlock;
   const int64_t cost = kQueryBlock * p.S * (p.d + p.dv);
   for_each_task(p.B * p.H * query_blocks, cost, ForwardScratch<F>(p), [&](int64_t task, ForwardScratch<F>& w) {
-    forward_query_block(p, q, k, v, out, lse, task / query_blocks, task % query_blocks * kQueryBlock, w);
+    forward_query_block(p, q, kt.data(), v, out, lse, task / query_blocks, task % query_blocks * kQueryBlock, w);
   });
 }
 
