@@ -55,9 +55,11 @@ void check_masks(const AttentionPlan& p, const Tensor& q, const Tensor& attn_mas
         shape_str({p.B, p.S}), dtype_name(key_padding_mask.dtype()), shape_str(key_padding_mask.shape()));
 }
 
-// Below this many scores per head (T·S) the materialising path is faster: its few large oneDNN
-// calls beat per-block loops on small heads (tools/bench/README.md, "Streaming attention").
-constexpr int64_t kStreamingMinScores = 64 * 64;
+// Below this many scores per head (T·S) the materialising kernel is faster: its few large oneDNN
+// calls beat per-block loops on small heads. Measured (`attograd bench attention --kernel`, 2
+// threads, fwd+bwd): streaming 0.78x at (16,4,6,3), 0.91x at (16,64,64,4), 0.96x at (8,64,256,8),
+// 1.05x at (8,128,256,8) (tools/bench/README.md, "Streaming attention").
+constexpr int64_t kStreamingMinScores = 128 * 128;
 
 bool streams(const AttentionOptions& o, const AttentionPlan& p) {
   const bool can_stream = o.dropout_p == 0 && !o.need_weights;
