@@ -230,6 +230,21 @@ Tensor rows_without_keys(const Tensor& lse) {
   return any ? rows : Tensor();
 }
 
+// The streaming kernel's backward: dq, dk, dv from q, k, v, out, lse and the output's gradient.
+std::vector<Tensor> attention_backward_streamed(const BackwardContext& c, const AttentionPlan& p) {
+  std::vector<Tensor> grads = {empty(c.saved[kQ].shape(), c.grad.dtype()), empty(c.saved[kK].shape(), c.grad.dtype()),
+                               empty(c.saved[kV].shape(), c.grad.dtype())};  // dq, dk, dv
+  dispatch_floating(c.grad.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
+    kernels::flash_attention_backward(flash_problem<F>(p, c.saved[kAttnMask], c.saved[kKeyPadding]),
+                                      c.saved[kQ].data<F>(), c.saved[kK].data<F>(), c.saved[kV].data<F>(),
+                                      c.saved[kWeightsOrOut].data<F>(), c.saved[kKeepOrLse].data<F>(), c.grad.data<F>(),
+                                      grads[0].data<F>(), grads[1].data<F>(), grads[2].data<F>());
+  });
+  for (int i = 0; i < 3; ++i)
+    if (!c.needs_grad[i]) grads[i] = Tensor();
+  return grads;
+}
+
 // Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights.
 Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                            const AttentionPlan& plan) {
@@ -241,28 +256,16 @@ Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   });
   record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse},
          [plan](const BackwardContext& c) {
-           // out = softmax(scale · q @ kᵀ + masks) @ v, the weights e^(scores − lse) recomputed
+           // out = softmax(scale · q @ kᵀ + masks) @ v, the weights recomputed as e^(scores − lse)
            const Tensor empty_rows = rows_without_keys(c.saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
            if (grad_enabled()) return attention_backward_recorded(c, plan, {}, empty_rows);  // create_graph
-           if (empty_rows.defined() && !plan.zero_masked_rows) {  // NaN weights spread into dv as PyTorch's do
+           if (empty_rows.defined() && !plan.zero_masked_rows) {  // NaN weights reach dv as PyTorch's do
              const Tensor w = attention_weights(c.saved[kQ], c.saved[kK], plan, c.saved[kAttnMask],
                                                 c.saved[kKeyPadding])
                                   .weights;  // (B, H, T, S)
              return attention_backward_materialised(c, plan, w, {}, empty_rows);
            }
-           std::vector<Tensor> grads = {empty(c.saved[kQ].shape(), c.grad.dtype()),
-                                        empty(c.saved[kK].shape(), c.grad.dtype()),
-                                        empty(c.saved[kV].shape(), c.grad.dtype())};  // dq, dk, dv
-           dispatch_floating(c.grad.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
-             kernels::flash_attention_backward(flash_problem<F>(plan, c.saved[kAttnMask], c.saved[kKeyPadding]),
-                                               c.saved[kQ].data<F>(), c.saved[kK].data<F>(), c.saved[kV].data<F>(),
-                                               c.saved[kWeightsOrOut].data<F>(), c.saved[kKeepOrLse].data<F>(),
-                                               c.grad.data<F>(), grads[0].data<F>(), grads[1].data<F>(),
-                                               grads[2].data<F>());
-           });
-           for (int i = 0; i < 3; ++i)
-             if (!c.needs_grad[i]) grads[i] = Tensor();
-           return grads;
+           return attention_backward_streamed(c, plan);
          });
   return out;
 }
