@@ -125,6 +125,13 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 //   zero: all-zero weights, so a zero output and zero gradients for that query; one empty
 //     (all-padding) sequence does not poison a batch's loss.
 enum class MaskedRows { nan, zero };
+//
+// Note [streaming attention]: `kernel` picks how the op computes. streaming (the FlashAttention
+// recurrence, engine/kernels/flash_attention.h) never holds the (T, S) weights, only each row's
+// logsumexp; it cannot return weights or apply dropout. materialising computes the (B, H, T, S)
+// weights (returned with need_weights). automatic streams whenever it can and the problem is large
+// enough for streaming to be at least as fast (kStreamingMinScores in attention.cpp).
+enum class AttentionKernel { automatic, streaming, materialising };
 struct AttentionOptions {
   Tensor attn_mask = {};         // b8: true = takes part; or additive
   Tensor key_padding_mask = {};  // b8 (B, S): true = ignored
@@ -132,6 +139,7 @@ struct AttentionOptions {
   double dropout_p = 0.0;
   bool need_weights = false;
   MaskedRows masked_rows = MaskedRows::nan;
+  AttentionKernel kernel = AttentionKernel::automatic;
 };
 struct Attention {
   Tensor output;

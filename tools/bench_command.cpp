@@ -4,7 +4,17 @@
 // does for PyTorch: x requires grad, gradients are reset every iteration, medians over --iters.
 // `attograd bench transformer`: the peer's Transformer training step (d_model 256, 8 heads, 2+2
 // layers, feed-forward 1024, no dropout; B = 16, S = T = 64; causal target mask; MSE; Adam).
+// Both print the achieved GFLOP/s beside the time and the process's peak resident memory.
+//
+// Note [counting FLOPs]: a workload's FLOPs are counted once, here, from its shapes: 2 per
+// multiply-add of its matrix products and nothing else (softmax, masks, bias, layer norm and the
+// optimizer are not counted). Attention's two products (q @ kᵀ, weights @ v) count as dense
+// (T, S) products even when causal, as the materialising kernel computes them: the streaming one
+// skips the blocks above the diagonal, and the time it saves shows as a higher rate. A backward
+// counts twice its forward (two products per forward product; the streaming kernel's recomputed
+// q @ kᵀ is not counted).
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,13 +34,48 @@ namespace {
 struct BenchArgs {
   std::string workload;
   std::string shape = "1,6,16,2";
+  std::string kernel = "automatic";
   int iters = 20;
   bool json = false;
 };
 
+// Note [counting FLOPs]: 2 per multiply-add, forward + backward = 3 × forward.
+constexpr double kForwardAndBackward = 3;
+
+// q, k, v and out projections (B·T, d) @ (d, d), and the dense attention products.
+double attention_block_forward_flops(double B, double T, double d) {
+  return 4 * 2 * B * T * d * d + 2 * 2 * B * T * T * d;
+}
+
+// nn::Transformer (d_model d, feed-forward ff, `encoders` + `decoders` layers) on B sequences of
+// S source and T target tokens: per layer the attention blocks (self; a decoder's cross attention
+// too, over S keys) and the two feed-forward products.
+double transformer_forward_flops(double B, double S, double T, double d, double ff, int encoders, int decoders) {
+  const double encoder = attention_block_forward_flops(B, S, d) + 2 * 2 * B * S * d * ff;
+  const double cross = 4 * 2 * B * T * d * d + 2 * 2 * B * T * S * d;  // (q, out over T; k, v over S: as many)
+  const double decoder = attention_block_forward_flops(B, T, d) + cross + 2 * 2 * B * T * d * ff;
+  return encoders * encoder + decoders * decoder;
+}
+
+double gflops_per_s(double flops, double ms) { return flops / (ms * 1e6); }
+
+// The process's peak resident memory so far, MB (Linux reports ru_maxrss in KB).
+double peak_resident_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024;
+}
+
+AttentionKernel parse_kernel(const std::string& name) {
+  if (name == "streaming") return AttentionKernel::streaming;
+  if (name == "materialising") return AttentionKernel::materialising;
+  return AttentionKernel::automatic;
+}
+
 struct Block {
   int64_t B, T, d, h;
   Tensor x, w_query, w_key, w_value, w_out, b_out;
+  AttentionKernel kernel = AttentionKernel::automatic;
 };
 
 Block make_block(const Shape& s) {
@@ -54,9 +99,9 @@ Tensor forward(const Block& b) {
   auto heads = [&](const Tensor& w) {  // x @ wᵀ, split into heads: (B, h, T, hd)
     return transpose(reshape(matmul(b.x, w, false, true), {b.B, b.T, b.h, hd}), 1, 2);
   };
-  const Tensor context =
-      scaled_dot_product_attention(heads(b.w_query), heads(b.w_key), heads(b.w_value), {.is_causal = true})
-          .output;                                                           // (B, h, T, hd)
+  const Tensor context = scaled_dot_product_attention(heads(b.w_query), heads(b.w_key), heads(b.w_value),
+                                                      {.is_causal = true, .kernel = b.kernel})
+                             .output;                                        // (B, h, T, hd)
   const Tensor merged = reshape(transpose(context, 1, 2), {b.B, b.T, b.d});  // (B, T, d)
   return add(matmul(merged, b.w_out, false, true), b.b_out);                 // (B, T, d)
 }
@@ -77,7 +122,8 @@ std::pair<double, double> time_ms(const std::function<void()>& f, int iters) {
 int run_attention(const BenchArgs& args) {
   std::string text = args.shape;
   std::replace(text.begin(), text.end(), ',', 'x');
-  const Block b = make_block(parse_shape(text));
+  Block b = make_block(parse_shape(text));
+  b.kernel = parse_kernel(args.kernel);
   const int iters = b.T <= 6 ? args.iters * 10 : args.iters;  // as the peer: more for the tiny shapes
   const auto [fwd, fwd_min] = time_ms(
       [&] {
@@ -93,29 +139,40 @@ int run_attention(const BenchArgs& args) {
       },
       iters);
   const std::string name = fmt::format("mha_causal_{}x{}x{}x{}", b.B, b.T, b.d, b.h);
+  const double flops = attention_block_forward_flops(b.B, b.T, b.d);  // Note [counting FLOPs]
+  const double fwd_rate = gflops_per_s(flops, fwd), fwdbwd_rate = gflops_per_s(kForwardAndBackward * flops, fwdbwd);
   if (args.json) {
-    fmt::print(R"({{"name": "{}", "shape": [{}, {}, {}, {}], "threads": {}, "fwd_ms": {:.5f}, "fwdbwd_ms": {:.5f}}})"
+    fmt::print(R"({{"name": "{}", "shape": [{}, {}, {}, {}], "threads": {}, "kernel": "{}", "fwd_ms": {:.5f}, )"
+               R"("fwdbwd_ms": {:.5f}, "fwd_gflops": {:.4f}, "fwdbwd_gflops": {:.4f}, "fwd_gflop_per_s": {:.2f}, )"
+               R"("fwdbwd_gflop_per_s": {:.2f}, "peak_rss_mb": {:.1f}}})"
                "\n",
-               name, b.B, b.T, b.d, b.h, get_num_threads(), fwd, fwdbwd);
+               name, b.B, b.T, b.d, b.h, get_num_threads(), args.kernel, fwd, fwdbwd, flops / 1e9,
+               kForwardAndBackward * flops / 1e9, fwd_rate, fwdbwd_rate, peak_resident_mb());
   } else {
-    fmt::print("{} threads={} iters={}: fwd median {:.4f} ms (min {:.4f}), fwd+bwd median {:.4f} ms (min {:.4f})\n",
-               name, get_num_threads(), iters, fwd, fwd_min, fwdbwd, fwdbwd_min);
+    fmt::print(
+        "{} threads={} iters={} kernel={}: fwd median {:.4f} ms (min {:.4f}) {:.1f} GFLOP/s, fwd+bwd median "
+        "{:.4f} ms (min {:.4f}) {:.1f} GFLOP/s; peak resident {:.0f} MB\n",
+        name, get_num_threads(), iters, args.kernel, fwd, fwd_min, fwd_rate, fwdbwd, fwdbwd_min, fwdbwd_rate,
+        peak_resident_mb());
   }
   return 0;
 }
 
 int run_transformer(const BenchArgs& args) {
   manual_seed(0);
-  nn::Transformer model({.d_model = 256,
-                         .nhead = 8,
-                         .num_encoder_layers = 2,
-                         .num_decoder_layers = 2,
-                         .dim_feedforward = 1024,
-                         .dropout = 0.0});
+  const nn::TransformerOptions o{.d_model = 256,
+                                 .nhead = 8,
+                                 .num_encoder_layers = 2,
+                                 .num_decoder_layers = 2,
+                                 .dim_feedforward = 1024,
+                                 .dropout = 0.0};
+  constexpr int64_t kBatch = 16, kTokens = 64;  // S = T
+  nn::Transformer model(o);
   nn::Adam optimizer(model.parameters(), {.lr = 1e-4});
-  const Tensor src = randn({16, 64, 256}), tgt = randn({16, 64, 256}), target = randn({16, 64, 256});
+  const Tensor src = randn({kBatch, kTokens, o.d_model}), tgt = randn({kBatch, kTokens, o.d_model}),
+               target = randn({kBatch, kTokens, o.d_model});
   nn::TransformerMasks masks;
-  masks.tgt_mask = causal_mask(64);
+  masks.tgt_mask = causal_mask(kTokens);
   const auto [step, step_min] = time_ms(
       [&] {
         optimizer.zero_grad();
@@ -123,13 +180,19 @@ int run_transformer(const BenchArgs& args) {
         optimizer.step();
       },
       args.iters);
+  const double flops =
+      kForwardAndBackward * transformer_forward_flops(kBatch, kTokens, kTokens, o.d_model, o.dim_feedforward,
+                                                      o.num_encoder_layers, o.num_decoder_layers);
   if (args.json) {
-    fmt::print(R"({{"name": "transformer_step", "threads": {}, "step_ms": {:.5f}}})"
+    fmt::print(R"({{"name": "transformer_step", "threads": {}, "step_ms": {:.5f}, "step_gflops": {:.4f}, )"
+               R"("step_gflop_per_s": {:.2f}, "peak_rss_mb": {:.1f}}})"
                "\n",
-               get_num_threads(), step);
+               get_num_threads(), step, flops / 1e9, gflops_per_s(flops, step), peak_resident_mb());
   } else {
-    fmt::print("transformer_step threads={} iters={}: train step median {:.3f} ms (min {:.3f})\n", get_num_threads(),
-               args.iters, step, step_min);
+    fmt::print(
+        "transformer_step threads={} iters={}: train step median {:.3f} ms (min {:.3f}) {:.1f} GFLOP/s; peak "
+        "resident {:.0f} MB\n",
+        get_num_threads(), args.iters, step, step_min, gflops_per_s(flops, step), peak_resident_mb());
   }
   return 0;
 }
@@ -147,7 +210,11 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--iters", args->iters, "Timed iterations (x10 for T <= 6)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->add_flag("--json", args->json, "One JSON object: name, shape, threads, fwd_ms, fwdbwd_ms");
+  cmd->add_option("--kernel", args->kernel, "attention: the op's kernel (Note [streaming attention] in engine/ops.h)")
+      ->check(CLI::IsMember({"automatic", "streaming", "materialising"}))
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json,
+                "One JSON object: name, shape, threads, kernel, times (ms), GFLOP, GFLOP/s, peak_rss_mb");
   return {cmd, [args] { return args->workload == "attention" ? run_attention(*args) : run_transformer(*args); }};
 }
 

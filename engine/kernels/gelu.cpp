@@ -1,28 +1,13 @@
 #include "engine/kernels/gelu.h"
 
-#include <bit>
 #include <cmath>
 
+#include "engine/kernels/exp.h"
 #include "engine/kernels/parallel.h"
 
 namespace ag::kernels {
 
 namespace {
-
-// e^x for x ≤ 0 (all GELU needs): Cephes' expf, branch-free so that it vectorises.
-[[gnu::always_inline]] inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  return e * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-}
 
 // 2Φ(x) = 1 + erf(x/√2), and the density's factor e^(−x²/2).
 struct Cdf {

@@ -1,7 +1,10 @@
-// Fused scaled dot-product attention on (B, H, T, d) tensors: scores through one matmul with the
-// 1/√d scale fused, the masks applied in one pass (never as a oneDNN post-op: a batch-broadcast
-// mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node, one fused
-// backward; under create_graph the backward is built from engine ops instead (double backward).
+// Fused scaled dot-product attention on (B, H, T, d) tensors, two ways (Note [streaming attention]
+// in ops.h). Streaming: the FlashAttention kernels (engine/kernels/flash_attention.h) keep each
+// row's logsumexp instead of the (T, S) weights. Materialising: scores through one matmul with
+// the 1/√d scale fused, the masks applied in one pass (never as a oneDNN post-op: a
+// batch-broadcast mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node,
+// one fused backward each; under create_graph the backward is built from engine ops instead
+// (double backward).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +12,7 @@
 #include "engine/autograd.h"
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/fast.h"
+#include "engine/kernels/flash_attention.h"
 #include "engine/ops.h"
 #include "engine/registry.h"
 
@@ -18,11 +22,12 @@ namespace {
 
 // The problem's sizes and the masks that shape the scores.
 struct AttentionPlan {
-  int64_t B = 0, H = 0, T = 0, S = 0, d = 0;
+  int64_t B = 0, H = 0, T = 0, S = 0, d = 0, dv = 0;
   double scale = 1;
   bool causal = false;
   bool zero_masked_rows = false;  // MaskedRows::zero
   Shape mask_strides;             // attn_mask's strides read as (B, H, T, S), 0 along broadcast dims
+  bool streaming = false;         // Note [streaming attention]
 };
 
 void check_operand(const char* what, const Tensor& t) {
@@ -50,6 +55,21 @@ void check_masks(const AttentionPlan& p, const Tensor& q, const Tensor& attn_mas
         shape_str({p.B, p.S}), dtype_name(key_padding_mask.dtype()), shape_str(key_padding_mask.shape()));
 }
 
+// Below this many scores per head (T·S) the materialising kernel is faster: its few large oneDNN
+// calls beat per-block loops on small heads. Measured (`attograd bench attention --kernel`, 2
+// threads, fwd+bwd): streaming 0.78x at (16,4,6,3), 0.91x at (16,64,64,4), 0.96x at (8,64,256,8),
+// 1.05x at (8,128,256,8) (tools/bench/README.md, "Streaming attention").
+constexpr int64_t kStreamingMinScores = 128 * 128;
+
+bool streams(const AttentionOptions& o, const AttentionPlan& p) {
+  const bool can_stream = o.dropout_p == 0 && !o.need_weights;
+  AG_CHECK(can_stream || o.kernel != AttentionKernel::streaming,
+           "scaled_dot_product_attention: the streaming kernel cannot {} (use kernel = automatic or materialising)",
+           o.need_weights ? "return the weights (need_weights)" : "apply dropout (dropout_p > 0)");
+  if (o.kernel != AttentionKernel::automatic) return o.kernel == AttentionKernel::streaming;
+  return can_stream && p.T * p.S >= kStreamingMinScores;
+}
+
 AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   check_operand("q", q);
   check_operand("k", k);
@@ -71,29 +91,35 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.zero_masked_rows = o.masked_rows == MaskedRows::zero;
   check_masks(p, q, o.attn_mask, o.key_padding_mask);
   if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
+  p.dv = v.size(3);
+  p.streaming = streams(o, p);
   return p;
+}
+
+// The kernels' view of the plan and the masks (pointers into the tensors and into p).
+template <typename F>
+kernels::FlashProblem<F> flash_problem(const AttentionPlan& p, const Tensor& attn_mask,
+                                       const Tensor& key_padding_mask) {
+  kernels::FlashProblem<F> f{.B = p.B, .H = p.H, .T = p.T, .S = p.S, .d = p.d, .dv = p.dv};
+  f.scale = static_cast<F>(p.scale);
+  f.causal = p.causal;
+  f.zero_masked_rows = p.zero_masked_rows;
+  if (key_padding_mask.defined()) f.padded = key_padding_mask.data<bool>();
+  if (attn_mask.defined()) {
+    if (attn_mask.dtype() == DType::b8) f.takes_part = attn_mask.data<bool>();
+    if (attn_mask.dtype() != DType::b8) f.added = attn_mask.data<F>();
+    f.mask_strides = p.mask_strides.data();
+  }
+  return f;
 }
 
 // scores (B, H, T, S) in place: -inf where causal (j > i), padded (key_padding_mask[b, j]) or a
 // b8 attn_mask is false; + attn_mask where it is additive.
 template <typename T>
 void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, const Tensor& key_padding_mask) {
-  const bool* padded = key_padding_mask.defined() ? key_padding_mask.data<bool>() : nullptr;
-  const bool* takes_part = attn_mask.defined() && attn_mask.dtype() == DType::b8 ? attn_mask.data<bool>() : nullptr;
-  const T* added = attn_mask.defined() && !takes_part ? attn_mask.data<T>() : nullptr;
-  const Shape& ms = p.mask_strides;
+  const kernels::FlashProblem<T> problem = flash_problem<T>(p, attn_mask, key_padding_mask);
   parallel_for(p.B * p.H * p.T, p.S, [&](int64_t row) {
-    const int64_t i = row % p.T, h = row / p.T % p.H, b = row / (p.T * p.H);
-    T* s = scores + row * p.S;  // (S)
-    const int64_t mask_row = attn_mask.defined() ? b * ms[0] + h * ms[1] + i * ms[2] : 0;
-    for (int64_t j = 0; j < p.S; ++j) {
-      const int64_t at = mask_row + j * (ms.empty() ? 0 : ms[3]);
-      if ((p.causal && j > i) || (padded && padded[b * p.S + j]) || (takes_part && !takes_part[at])) {
-        s[j] = -std::numeric_limits<T>::infinity();
-      } else if (added) {
-        s[j] += added[at];
-      }
-    }
+    kernels::mask_scores(problem, scores + row * p.S, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, p.S);
   });
 }
 
@@ -142,20 +168,23 @@ Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mas
   return mask;
 }
 
+// Both nodes save {q, k, v, attn_mask, key_padding_mask, …}: the materialising one then
+// {weights, keep, empty_rows}, the streaming one {out, lse}.
+enum Saved { kQ, kK, kV, kAttnMask, kKeyPadding, kWeightsOrOut, kKeepOrLse, kEmptyRows };
+
 // The backward written with engine ops, each recorded (create_graph): it can be differentiated
 // again. The weights are recomputed from q and k so that their own dependence on q and k is in
-// the graph. saved = {q, k, v, weights, keep, attn_mask, key_padding_mask, empty_rows}.
-std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const AttentionPlan& p) {
+// the graph.
+std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const AttentionPlan& p, const Tensor& keep,
+                                                const Tensor& empty_rows) {
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-  const Tensor& q = c.saved[0];
-  const Tensor& k = c.saved[1];
-  const Tensor& v = c.saved[2];
-  const Tensor& keep = c.saved[4];                          // (B, H, T, S) or undefined
+  const Tensor& q = c.saved[kQ];
+  const Tensor& k = c.saved[kK];
+  const Tensor& v = c.saved[kV];
   Tensor scores = mul(matmul(q, k, false, true), p.scale);  // (B, H, T, S)
-  if (p.causal || c.saved[5].defined() || c.saved[6].defined())
-    scores = add(scores, additive_mask(p, q.dtype(), c.saved[5], c.saved[6]));
-  const Tensor& empty_rows = c.saved[7];  // (B, H, T, 1) or undefined
-  Tensor w = softmax(scores, -1);         // (B, H, T, S)
+  if (p.causal || c.saved[kAttnMask].defined() || c.saved[kKeyPadding].defined())
+    scores = add(scores, additive_mask(p, q.dtype(), c.saved[kAttnMask], c.saved[kKeyPadding]));
+  Tensor w = softmax(scores, -1);  // (B, H, T, S)
   if (p.zero_masked_rows && empty_rows.defined()) w = masked_fill(w, empty_rows, 0.0);
   const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
   Tensor dw = matmul(c.grad, v, false, true);                       // dWd = g @ vᵀ, (B, H, T, S)
@@ -169,11 +198,81 @@ std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const 
   return grads;
 }
 
-}  // namespace
+// The fused backward from the weights w (B, H, T, S), keep (B, H, T, S) and empty_rows
+// (B, H, T, 1), each possibly undefined.
+std::vector<Tensor> attention_backward_materialised(const BackwardContext& c, const AttentionPlan& p, const Tensor& w,
+                                                    const Tensor& keep, const Tensor& empty_rows) {
+  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
+  const Tensor wd = keep.defined() ? mul(w, keep) : w;                // (B, H, T, S)
+  Tensor dw = matmul_forward(c.grad, c.saved[kV], false, true, 1.0);  // dWd = g @ vᵀ, (B, H, T, S)
+  if (keep.defined()) dw = mul(dw, keep);                             // Wd = W ⊙ keep
+  Tensor ds = softmax_backward_data(w, dw, -1);                       // W = softmax(S): (B, H, T, S)
+  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);    // S = masked scores: no gradient
+  std::vector<Tensor> grads(3);
+  if (c.needs_grad[0]) grads[0] = matmul_forward(ds, c.saved[kK], false, false, p.scale);  // (B, H, T, d)
+  if (c.needs_grad[1]) grads[1] = matmul_forward(ds, c.saved[kQ], true, false, p.scale);   // (B, H, S, d)
+  if (c.needs_grad[2]) grads[2] = matmul_forward(wd, c.grad, true, false, 1.0);            // (B, H, S, dv)
+  return grads;
+}
 
-Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                                       Generator& gen) {
-  const AttentionPlan plan = plan_attention(q, k, v, o);
+// (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);
+// undefined when there are none.
+Tensor rows_without_keys(const Tensor& lse) {
+  Tensor rows = zeros({lse.size(0), lse.size(1), lse.size(2), 1}, DType::b8);
+  bool any = false;
+  dispatch_floating(lse.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+    const T* l = lse.data<T>();
+    for (int64_t row = 0; row < lse.numel(); ++row) {
+      rows.data<bool>()[row] = l[row] == -std::numeric_limits<T>::infinity();
+      any = any || rows.data<bool>()[row];
+    }
+  });
+  return any ? rows : Tensor();
+}
+
+// The streaming kernel's backward: dq, dk, dv from q, k, v, out, lse and the output's gradient.
+std::vector<Tensor> attention_backward_streamed(const BackwardContext& c, const AttentionPlan& p) {
+  std::vector<Tensor> grads = {empty(c.saved[kQ].shape(), c.grad.dtype()), empty(c.saved[kK].shape(), c.grad.dtype()),
+                               empty(c.saved[kV].shape(), c.grad.dtype())};  // dq, dk, dv
+  dispatch_floating(c.grad.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
+    kernels::flash_attention_backward(flash_problem<F>(p, c.saved[kAttnMask], c.saved[kKeyPadding]),
+                                      c.saved[kQ].data<F>(), c.saved[kK].data<F>(), c.saved[kV].data<F>(),
+                                      c.saved[kWeightsOrOut].data<F>(), c.saved[kKeepOrLse].data<F>(), c.grad.data<F>(),
+                                      grads[0].data<F>(), grads[1].data<F>(), grads[2].data<F>());
+  });
+  for (int i = 0; i < 3; ++i)
+    if (!c.needs_grad[i]) grads[i] = Tensor();
+  return grads;
+}
+
+// Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights.
+Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                           const AttentionPlan& plan) {
+  Tensor out = empty({plan.B, plan.H, plan.T, plan.dv}, q.dtype());  // (B, H, T, dv)
+  Tensor lse = empty({plan.B, plan.H, plan.T}, q.dtype());           // (B, H, T)
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
+    kernels::flash_attention_forward(flash_problem<F>(plan, o.attn_mask, o.key_padding_mask), q.data<F>(), k.data<F>(),
+                                     v.data<F>(), out.data<F>(), lse.data<F>());
+  });
+  record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse},
+         [plan](const BackwardContext& c) {
+           // out = softmax(scale · q @ kᵀ + masks) @ v, the weights recomputed as e^(scores − lse)
+           const Tensor empty_rows = rows_without_keys(c.saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
+           if (grad_enabled()) return attention_backward_recorded(c, plan, {}, empty_rows);  // create_graph
+           if (empty_rows.defined() && !plan.zero_masked_rows) {  // NaN weights reach dv as PyTorch's do
+             const Tensor w = attention_weights(c.saved[kQ], c.saved[kK], plan, c.saved[kAttnMask],
+                                                c.saved[kKeyPadding])
+                                  .weights;  // (B, H, T, S)
+             return attention_backward_materialised(c, plan, w, {}, empty_rows);
+           }
+           return attention_backward_streamed(c, plan);
+         });
+  return out;
+}
+
+// Materialising: the (B, H, T, S) weights, returned with need_weights.
+Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                  const AttentionPlan& plan, Generator& gen) {
   const auto [weights, empty_rows] = attention_weights(q, k, plan, o.attn_mask, o.key_padding_mask);  // (B, H, T, S)
   Tensor keep;                                                                                        // (B, H, T, S)
   Tensor dropped = weights;
@@ -184,27 +283,22 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
   }
   Tensor out = matmul_forward(dropped, v, false, false, 1.0);  // (B, H, T, dv)
   record(out, "ScaledDotProductAttentionBackward", {q, k, v},
-         {q, k, v, weights, keep, o.attn_mask, o.key_padding_mask, empty_rows}, [plan](const BackwardContext& c) {
-           // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-           if (grad_enabled()) return attention_backward_recorded(c, plan);  // create_graph
-           const Tensor& q = c.saved[0];
-           const Tensor& k = c.saved[1];
-           const Tensor& v = c.saved[2];
-           const Tensor& w = c.saved[3];                                     // (B, H, T, S)
-           const Tensor& keep = c.saved[4];                                  // (B, H, T, S) or undefined
-           const Tensor& empty_rows = c.saved[7];                            // (B, H, T, 1) or undefined
-           const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
-           Tensor dw = matmul_forward(c.grad, v, false, true, 1.0);          // dWd = g @ vᵀ, (B, H, T, S)
-           if (keep.defined()) dw = mul(dw, keep);                           // Wd = W ⊙ keep
-           Tensor ds = softmax_backward_data(w, dw, -1);                     // W = softmax(S): (B, H, T, S)
-           if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);  // S = masked scores: no gradient
-           std::vector<Tensor> grads(3);
-           if (c.needs_grad[0]) grads[0] = matmul_forward(ds, k, false, false, plan.scale);  // (B, H, T, d)
-           if (c.needs_grad[1]) grads[1] = matmul_forward(ds, q, true, false, plan.scale);   // (B, H, S, d)
-           if (c.needs_grad[2]) grads[2] = matmul_forward(wd, c.grad, true, false, 1.0);     // (B, H, S, dv)
-           return grads;
+         {q, k, v, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows}, [plan](const BackwardContext& c) {
+           // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v
+           const Tensor& keep = c.saved[kKeepOrLse];
+           if (grad_enabled()) return attention_backward_recorded(c, plan, keep, c.saved[kEmptyRows]);  // create_graph
+           return attention_backward_materialised(c, plan, c.saved[kWeightsOrOut], keep, c.saved[kEmptyRows]);
          });
   return {out, o.need_weights ? dropped : Tensor()};
+}
+
+}  // namespace
+
+Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                       Generator& gen) {
+  const AttentionPlan plan = plan_attention(q, k, v, o);
+  if (plan.streaming) return {streaming_attention(q, k, v, o, plan), Tensor()};
+  return materialising_attention(q, k, v, o, plan, gen);
 }
 
 void register_attention_ops(Registry& registry) {
@@ -213,11 +307,11 @@ void register_attention_ops(Registry& registry) {
                                                   {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}},
                                                   {{1, 3, 4, 2}, {1, 3, 5, 2}, {1, 3, 5, 3}},
                                                   {{2, 1, 5, 3}, {2, 1, 5, 3}, {2, 1, 5, 1}}};
-  auto sdpa = [](bool causal, bool masks, double dropout_p) {
+  auto sdpa = [](bool causal, bool masks, double dropout_p, AttentionKernel kernel = AttentionKernel::automatic) {
     return [=](const std::vector<Tensor>& in) {
       Generator gen(11);  // the same dropout mask on every call (every finite-difference probe)
       const int64_t B = in[0].size(0), T = in[0].size(2), S = in[1].size(2);
-      AttentionOptions o{.is_causal = causal, .dropout_p = dropout_p};
+      AttentionOptions o{.is_causal = causal, .dropout_p = dropout_p, .kernel = kernel};
       if (masks) {
         o.attn_mask = gt(rand({T, S}, DType::f64, gen), 0.3);         // (T, S) takes part, broadcast over B and H
         o.key_padding_mask = gt(rand({B, S}, DType::f64, gen), 0.7);  // (B, S) ignored
@@ -237,6 +331,26 @@ void register_attention_ops(Registry& registry) {
                 .differs_from_pytorch =
                     "no counterpart: its dropout mask comes from attograd's Generator, which "
                     "PyTorch's RNG cannot replay (the other entries check the op without dropout)"});
+  // These shapes pick the materialising kernel; the same op forced onto the streaming one:
+  const std::string same_op =
+      "the op above through the streaming kernel (Note [streaming attention]): PyTorch has one op for both; "
+      "tests/engine/attention_test.cpp checks the two kernels agree";
+  const AttentionKernel streaming = AttentionKernel::streaming;
+  registry.add({.name = "scaled_dot_product_attention_streaming",
+                .fn = sdpa(false, false, 0, streaming),
+                .make_inputs = real_inputs(),
+                .shape_sets = shapes,
+                .differs_from_pytorch = same_op});
+  registry.add({.name = "scaled_dot_product_attention_streaming_causal",
+                .fn = sdpa(true, false, 0, streaming),
+                .make_inputs = real_inputs(),
+                .shape_sets = shapes,
+                .differs_from_pytorch = same_op});
+  registry.add({.name = "scaled_dot_product_attention_streaming_masked",
+                .fn = sdpa(true, true, 0, streaming),
+                .make_inputs = real_inputs(),
+                .shape_sets = shapes,
+                .differs_from_pytorch = same_op});
 }
 
 }  // namespace ag

@@ -1,6 +1,8 @@
 // scaled_dot_product_attention equals the unfused composition of engine ops (matmul, masked_fill,
 // softmax, dropout, matmul) in values and gradients, with every kind of mask, in f64 and f32
-// (tiny shapes on the loops, large ones on oneDNN); and its errors name what is wrong.
+// (tiny shapes on the loops, large ones on oneDNN); its streaming kernel equals the materialising
+// one, over several blocks, with fully masked rows, bit for bit at any thread count; and its
+// errors name what is wrong.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "engine/autograd.h"
 #include "engine/kernels/onednn.h"
 #include "engine/ops.h"
+#include "engine/threads.h"
 #include "tests/test_util.h"
 
 namespace ag {
@@ -58,14 +61,26 @@ Tensor composed(const Inputs& in, const Masks& m, Generator& gen) {
   return matmul(weights, in.v);                                                            // (B, H, T, dv)
 }
 
-Tensor fused(const Inputs& in, const Masks& m, Generator& gen) {
+Tensor fused_with(const Inputs& in, const Masks& m, Generator& gen, AttentionKernel kernel) {
   // in.attn_mask, when b8, is true where masked (as masked_fill); sdpa's is true where the key takes part.
   const Tensor attn_mask = m.bool_mask ? logical_not(in.attn_mask) : in.attn_mask;
-  return scaled_dot_product_attention(
-             in.q, in.k, in.v,
-             {.attn_mask = attn_mask, .key_padding_mask = in.padding, .is_causal = m.causal, .dropout_p = m.dropout_p},
-             gen)
+  return scaled_dot_product_attention(in.q, in.k, in.v,
+                                      {.attn_mask = attn_mask,
+                                       .key_padding_mask = in.padding,
+                                       .is_causal = m.causal,
+                                       .dropout_p = m.dropout_p,
+                                       .kernel = kernel},
+                                      gen)
       .output;
+}
+Tensor fused(const Inputs& in, const Masks& m, Generator& gen) {
+  return fused_with(in, m, gen, AttentionKernel::automatic);
+}
+Tensor streaming(const Inputs& in, const Masks& m, Generator& gen) {
+  return fused_with(in, m, gen, AttentionKernel::streaming);
+}
+Tensor materialising(const Inputs& in, const Masks& m, Generator& gen) {
+  return fused_with(in, m, gen, AttentionKernel::materialising);
 }
 
 // Output and the gradients of q, k, v under a random upstream gradient.
@@ -117,6 +132,57 @@ TEST(Attention, EqualsTheCompositionInF32AtTinyAndLargeSizes) {
     const Inputs large = make_inputs(4, 4, 128, 128, 32, 32, c.masks, DType::f32);  // on oneDNN
     expect_same(run(fused, large, c.masks), run(composed, large, c.masks), 1e-4, "f32 large " + c.name);
   }
+}
+
+// Sizes with partial blocks in every direction (64-row blocks; d and dv not multiples of a vector).
+TEST(Attention, StreamingEqualsMaterialisingOverSeveralBlocks) {
+  for (const Case& c : kCases) {
+    if (c.masks.dropout_p > 0) continue;  // streaming does not drop
+    const Inputs in64 = make_inputs(2, 2, 150, 130, 20, 36, c.masks, DType::f64);
+    expect_same(run(streaming, in64, c.masks), run(materialising, in64, c.masks), 1e-12, "f64 streaming " + c.name);
+    const Inputs in32 = make_inputs(2, 2, 150, 130, 20, 36, c.masks, DType::f32);
+    expect_same(run(streaming, in32, c.masks), run(materialising, in32, c.masks), 1e-5, "f32 streaming " + c.name);
+  }
+  const Masks causal{.causal = true};
+  const Inputs square = make_inputs(1, 3, 256, 256, 64, 64, causal, DType::f32);  // whole AVX-512 strips
+  expect_same(run(streaming, square, causal), run(materialising, square, causal), 1e-5, "f32 streaming 256x64");
+}
+
+// Batch 1's keys are all padding: NaN rows (PyTorch's sense) or zero rows, as the materialising kernel.
+TEST(Attention, StreamingFullyMaskedRowsAsMaterialising) {
+  for (const MaskedRows policy : {MaskedRows::nan, MaskedRows::zero}) {
+    const Inputs in = make_inputs(2, 2, 70, 70, 8, 8, {}, DType::f64);
+    Tensor padding = zeros({2, 70}, DType::b8);
+    for (int64_t s = 0; s < 70; ++s) padding.set({1, s}, 1);
+    std::vector<std::vector<double>> results[2];
+    for (const AttentionKernel kernel : {AttentionKernel::streaming, AttentionKernel::materialising}) {
+      for (const Tensor* t : {&in.q, &in.k, &in.v}) t->set_grad({});
+      const AttentionOptions o{.key_padding_mask = padding, .masked_rows = policy, .kernel = kernel};
+      const Tensor out = scaled_dot_product_attention(in.q, in.k, in.v, o).output;
+      out.backward(ones(out.shape(), out.dtype()));
+      results[kernel == AttentionKernel::streaming].assign(
+          {out.to_vector(), in.q.grad().to_vector(), in.k.grad().to_vector(), in.v.grad().to_vector()});
+    }
+    for (size_t t = 0; t < 4; ++t)
+      for (size_t e = 0; e < results[0][t].size(); ++e) {
+        const double a = results[1][t][e], b = results[0][t][e];
+        ASSERT_TRUE(std::isnan(a) == std::isnan(b) && (std::isnan(a) || std::abs(a - b) <= 1e-12))
+            << "tensor " << t << " element " << e << ": streaming " << a << ", materialising " << b;
+      }
+    EXPECT_EQ(std::isnan(results[1][0].back()), policy == MaskedRows::nan);  // the last row is batch 1's
+  }
+}
+
+TEST(Attention, StreamingRepeatsBitForBitAtAnyThreadCount) {
+  const Masks m{.causal = true, .padding = true};
+  const Inputs in = make_inputs(2, 3, 200, 200, 32, 32, m, DType::f32);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const std::vector<Tensor> one = run(streaming, in, m);
+  set_num_threads(2);
+  const std::vector<Tensor> two = run(streaming, in, m);
+  set_num_threads(threads);
+  for (size_t t = 0; t < one.size(); ++t) EXPECT_EQ(one[t].to_vector(), two[t].to_vector()) << "tensor " << t;
 }
 
 TEST(Attention, ReturnsTheWeightsOnRequest) {
@@ -172,6 +238,11 @@ TEST(Attention, ErrorsNameTheProblem) {
       {"key_padding_mask", "(2,6)", "(2,4)"});
   expect_error([&] { scaled_dot_product_attention(q, k, v, {.dropout_p = 1.5}); }, {"dropout_p", "[0, 1]"});
   expect_error([&] { scaled_dot_product_attention(q, k, zeros({2, 3, 6, 7}, DType::f64)); }, {"dtypes differ"});
+  expect_error(
+      [&] { scaled_dot_product_attention(q, k, v, {.need_weights = true, .kernel = AttentionKernel::streaming}); },
+      {"streaming", "need_weights"});
+  expect_error([&] { scaled_dot_product_attention(q, k, v, {.dropout_p = 0.5, .kernel = AttentionKernel::streaming}); },
+               {"streaming", "dropout"});
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 # threads: the causal MHA block (ours: `attograd bench attention`; PyTorch:
 # ../shared/peer/attn_bench_torch.py), matmul GFLOP/s (ours: kernels_bench; PyTorch:
 # matmul_torch.py; oneDNN standalone: ../shared/peer/dnnl), softmax backward (ours vs oneDNN's
-# own primitive) and per-op overhead. Prints medians and ratios (>1 means attograd is faster).
+# own primitive) and per-op overhead. Prints medians and ratios (>1 means attograd is faster),
+# then our workloads' efficiency: GFLOP/s (FLOPs as Note [counting FLOPs] in
+# tools/bench_command.cpp counts them) as a fraction of the same run's matmul rate (the best of
+# kernels_bench's matmuls at that thread count), and each workload's peak resident memory. The
+# long-sequence block (1,4096,512,8) is ours alone (the peer script has no such shape).
 #   tools/bench/compare.sh [--iters K]   (builds build-bench/ with ATTOGRAD_BENCH=ON, or $ATTOGRAD_BENCH_BUILD)
 # Run it alone: it waits until no compiler is running, and gives up after 10 minutes.
 set -euo pipefail
@@ -40,11 +44,13 @@ if busy; then
 fi
 
 shapes=(1,6,16,2 16,4,6,3 32,128,256,8 8,512,512,8)
+long_shape=1,4096,512,8
 for t in 1 2; do
   echo "== $t thread(s)" >&2
   for s in "${shapes[@]}"; do
     "$build/tools/attograd" bench attention --shape "$s" --threads "$t" --iters "$iters" --json >>"$out/ours_t$t.json"
   done
+  "$build/tools/attograd" bench attention --shape "$long_shape" --threads "$t" --iters 5 --json >>"$out/ours_t$t.json"
   "$build/tools/attograd" bench transformer --threads "$t" --iters "$iters" --json >"$out/ours_transformer_t$t.json"
   /usr/bin/python3 "$peer/attn_bench_torch.py" --threads "$t" --iters "$iters" >"$out/torch_attn_t$t.txt"
   /usr/bin/python3 "$peer/matmul_torch.py" --threads "$t" --reps "$iters" >"$out/torch_mm_t$t.txt"
@@ -81,9 +87,9 @@ for t in (1, 2):
     for o in ours:
         shape = "x".join(map(str, o["shape"]))
         for phase, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwdbwd_ms")):
-            peer = torch[f"mha_{phase.replace('+', '')}_{shape}_t{t}"]
-            print(f"| MHA {phase} ({o['shape'][0]},{o['shape'][1]},{o['shape'][2]},{o['shape'][3]}) | {t} | "
-                  f"{o[key]:.4f} ms | torch {peer:.4f} ms | {peer / o[key]:.2f}x |")
+            peer = torch.get(f"mha_{phase.replace('+', '')}_{shape}_t{t}")
+            ratio = f"torch {peer:.4f} ms | {peer / o[key]:.2f}x" if peer else "— | —"
+            print(f"| MHA {phase} ({','.join(map(str, o['shape']))}) | {t} | {o[key]:.4f} ms | {ratio} |")
     step = json.loads((out / f"ours_transformer_t{t}.json").read_text())["step_ms"]
     peer = torch[f"transformer_step_t{t}"]
     print(f"| Transformer train step (256,8,2+2,ff1024; B=16, S=T=64) | {t} | {step:.1f} ms | torch {peer:.1f} ms | "
@@ -101,4 +107,19 @@ for t in (1, 2):
           f"{sd['real_time'] / sb:.2f}x |")
     ov = k["BM_AddOverhead"]["ns_per_op"] * 1e9  # the counter is in seconds per op
     print(f"| per-op overhead, 4-element add fwd+bwd | {t} | {ov:.0f} ns | target 1000 ns | |")
+print()
+print("| workload | threads | time | GFLOP | GFLOP/s | matmul GFLOP/s (same run) | fraction | peak resident |")
+print("|---|---|---|---|---|---|---|---|")
+for t in (1, 2):
+    k = kernels(out / f"kernels_t{t}.json")
+    matmul = max(b["GFLOP/s"] for name, b in k.items() if name.startswith(("BM_Matmul/", "BM_MatmulBatched")))
+    rows = []
+    for o in [json.loads(l) for l in (out / f"ours_t{t}.json").read_text().splitlines()]:
+        shape = ",".join(map(str, o["shape"]))
+        for phase, p in (("fwd", "fwd"), ("fwd+bwd", "fwdbwd")):
+            rows.append((f"MHA {phase} ({shape})", o[f"{p}_ms"], o[f"{p}_gflops"], o[f"{p}_gflop_per_s"], o["peak_rss_mb"]))
+    tr = json.loads((out / f"ours_transformer_t{t}.json").read_text())
+    rows.append(("Transformer train step", tr["step_ms"], tr["step_gflops"], tr["step_gflop_per_s"], tr["peak_rss_mb"]))
+    for name, ms, gflop, rate, rss in rows:
+        print(f"| {name} | {t} | {ms:.4f} ms | {gflop:.3f} | {rate:.1f} | {matmul:.1f} | {rate / matmul:.0%} | {rss:.0f} MB |")
 PY

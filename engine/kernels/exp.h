@@ -1,0 +1,26 @@
+// e^x in branch-free float arithmetic the compiler vectorises (libm's expf is a scalar call).
+// Compile its callers with -fno-trapping-math, or GCC keeps the clamp's select scalar.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace ag::kernels {
+
+// e^x for x ≤ 0: Cephes' expf (about 1 ulp); x below -87 gives e^-87, not 0.
+[[gnu::always_inline]] inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  return e * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
+}  // namespace ag::kernels

@@ -1,0 +1,44 @@
+// Streaming attention (the FlashAttention recurrence): blocks of queries against blocks of keys
+// with an online softmax, so the (T, S) weights never exist; only each query row's logsumexp is
+// kept for the backward, which recomputes the weights block by block. f32 runs AVX-512 / AVX2
+// clones chosen at run time; f64 runs the same blocks in plain loops (the gradient checks).
+// Every task writes its own rows, so results do not depend on scheduling: the same bits for any
+// thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace ag::kernels {
+
+// The problem as the kernels read it: contiguous q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv);
+// masks as pointers, null when absent. The masks (causal j > i, padded keys, a false b8 mask)
+// make a score -inf; an additive mask is added to the scaled score.
+template <typename F>
+struct FlashProblem {
+  int64_t B = 0, H = 0, T = 0, S = 0, d = 0, dv = 0;
+  F scale = 1;
+  bool causal = false;
+  bool zero_masked_rows = false;          // a row with every key masked: output 0 (else NaN)
+  const bool* padded = nullptr;           // (B, S), true = ignored
+  const bool* takes_part = nullptr;       // b8 attn_mask, true = takes part
+  const F* added = nullptr;               // additive attn_mask
+  const int64_t* mask_strides = nullptr;  // attn_mask read as (B, H, T, S), 0 along broadcast dims
+};
+
+// scores (count) of query i against keys [j0, j0+count) in head (b, h), in place: -inf where
+// masked, + the additive mask's values.
+template <typename F>
+void mask_scores(const FlashProblem<F>& p, F* scores, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t count);
+
+// out (B, H, T, dv) = softmax(scale · q @ kᵀ + masks) @ v; lse (B, H, T) = each row's
+// logsumexp of the masked, scaled scores (-inf for a row with every key masked).
+template <typename F>
+void flash_attention_forward(const FlashProblem<F>& p, const F* q, const F* k, const F* v, F* out, F* lse);
+
+// dq, dk, dv (shaped as q, k, v) from dout (B, H, T, dv), given the forward's out and lse. A row
+// with every key masked gets no gradient (the MaskedRows::zero sense).
+template <typename F>
+void flash_attention_backward(const FlashProblem<F>& p, const F* q, const F* k, const F* v, const F* out, const F* lse,
+                              const F* dout, F* dq, F* dk, F* dv);
+
+}  // namespace ag::kernels
