@@ -1,9 +1,10 @@
-// Everything a user of the engine needs: Tensor, autograd, every op.
+// Everything a user of the engine needs: Tensor, autograd, every op, the gradient checker.
 #pragma once
 
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/generator.h"
+#include "engine/gradcheck.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
 #include "engine/threads.h"
