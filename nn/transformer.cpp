@@ -8,11 +8,12 @@ namespace ag::nn {
 
 namespace {
 
-// U(-a, a) with a = √(6 / (fan_in + fan_out)) for a (fan_out, fan_in) matrix (torch's xavier_uniform_).
+// U(-a, a) with a = √(6 / (fan_in + fan_out)) for a (fan_out, fan_in) matrix (torch's xavier_uniform_;
+// in torch style its formula, √3 · √(2 / (fan_in + fan_out)), which can differ in the last bit).
 Tensor xavier_uniform(const Shape& shape, Generator& gen) {
-  NoGradGuard no_grad;
-  const double bound = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
-  return sub(mul(rand(shape, DType::f32, gen), 2 * bound), scalar(bound));
+  const auto fans = static_cast<double>(shape[0] + shape[1]);
+  const double bound = gen.torch() ? std::sqrt(3.0) * std::sqrt(2.0 / fans) : std::sqrt(6.0 / fans);
+  return init_uniform(shape, bound, gen);
 }
 
 std::string shape_or_undefined(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }

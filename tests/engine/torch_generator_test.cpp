@@ -7,6 +7,8 @@
 #include <functional>
 #include <map>
 
+#include "engine/generator.h"
+#include "engine/ops.h"
 #include "engine/safetensors.h"
 
 namespace ag {
@@ -137,6 +139,23 @@ TEST(TorchGenerator, MatchesPyTorchAlongOneStreamOfMixedCalls) {
     const std::string key = "stream." + std::to_string(i) + "." + calls[i].first;
     ASSERT_TRUE(expected.count(key)) << key;
     EXPECT_EQ(first_difference(calls[i].second(gen), expected[key]), -1) << key;
+  }
+}
+
+// The engine's dropout op and factories on a Generator in torch style draw what PyTorch draws.
+TEST(TorchGenerator, DrivesDropoutAndTheFactoriesInTorchStyle) {
+  const std::map<std::string, Tensor> expected(golden().tensors.begin(), golden().tensors.end());
+  for (const char* n : {"1", "17", "1000"}) {
+    const int64_t size = std::stoll(n);
+    Generator gen(7, RngStyle::torch);
+    EXPECT_EQ(dropout(ones({size}), 0.1, true, gen).to_vector(),
+              expected.at(std::string("seed7.dropout_p0.1.") + n).to_vector());
+    gen.manual_seed(7);
+    EXPECT_EQ(randn({size}, DType::f32, gen).to_vector(), expected.at(std::string("seed7.randn_f32.") + n).to_vector());
+    gen.manual_seed(7);
+    EXPECT_EQ(rand({size}, DType::f64, gen).to_vector(), expected.at(std::string("seed7.rand_f64.") + n).to_vector());
+    gen.manual_seed(7);
+    EXPECT_EQ(randint(-3, 7, {size}, gen).to_vector(), expected.at(std::string("seed7.randint.") + n).to_vector());
   }
 }
 
