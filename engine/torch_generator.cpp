@@ -69,30 +69,8 @@ void cephes_sincos(float x, float& sine, float& cosine) {
 }  // namespace
 
 void TorchGenerator::manual_seed(uint64_t seed) {
-  state_[0] = static_cast<uint32_t>(seed);
-  for (int j = 1; j < kStateSize; ++j)
-    state_[j] = 1812433253u * (state_[j - 1] ^ (state_[j - 1] >> 30)) + static_cast<uint32_t>(j);
-  next_ = kStateSize;
+  engine_.seed_with(static_cast<uint32_t>(seed));
   next_normal_.reset();
-}
-
-void TorchGenerator::twist() {
-  constexpr int kShift = 397;
-  constexpr uint32_t kMatrix = 0x9908b0df, kUpper = 0x80000000, kLower = 0x7fffffff;
-  for (int i = 0; i < kStateSize; ++i) {
-    const uint32_t y = (state_[i] & kUpper) | (state_[(i + 1) % kStateSize] & kLower);
-    state_[i] = state_[(i + kShift) % kStateSize] ^ (y >> 1) ^ ((y & 1) ? kMatrix : 0);
-  }
-  next_ = 0;
-}
-
-uint32_t TorchGenerator::random() {
-  if (next_ == kStateSize) twist();
-  uint32_t y = state_[next_++];
-  y ^= y >> 11;
-  y ^= (y << 7) & 0x9d2c5680;
-  y ^= (y << 15) & 0xefc60000;
-  return y ^ (y >> 18);
 }
 
 uint64_t TorchGenerator::random64() {

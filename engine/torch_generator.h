@@ -4,10 +4,11 @@
 // records the goldens that tests/engine/torch_generator_test.cpp compares with.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
+
+#include "engine/mt19937.h"
 
 namespace ag {
 
@@ -18,8 +19,8 @@ class TorchGenerator {
 
   // torch.manual_seed: mt19937 seeded with the seed's low 32 bits; the cached normal is dropped.
   void manual_seed(uint64_t seed);
-  uint32_t random();    // one mt19937 draw
-  uint64_t random64();  // two draws, the first one the high half
+  uint32_t random() { return engine_(); }  // one mt19937 draw
+  uint64_t random64();                     // two draws, the first one the high half
 
   // tensor.uniform_(from, to): f32 from 24 bits of one draw, f64 from 53 bits of random64.
   void fill_uniform(float* out, int64_t n, float from, float to);
@@ -40,14 +41,11 @@ class TorchGenerator {
   double normal();  // one value of the scalar path: N(0, 1) in double
 
  private:
-  void twist();
   void fill_normal_blocks(float* out, int64_t n, float mean, float std);
   template <class T>
   void fill_normal_blocks_scalar(T* out, int64_t n, T mean, T std);
 
-  static constexpr int kStateSize = 624;
-  std::array<uint32_t, kStateSize> state_{};
-  int next_ = kStateSize;
+  Mt19937 engine_;
   std::optional<double> next_normal_;
 };
 
