@@ -187,4 +187,13 @@ std::vector<int64_t> TorchGenerator::randperm(int64_t n) {
 
 int64_t TorchGenerator::random_int64() { return static_cast<int64_t>(random64() % (uint64_t{1} << 63)); }
 
+// torch 1.13's DataLoader iterator draws its _base_seed, then RandomSampler yields randperm(n) and
+// draws one more randperm(n) for its tail of num_samples % n = 0 elements.
+std::vector<int64_t> TorchGenerator::data_loader_epoch(int64_t n) {
+  random_int64();
+  std::vector<int64_t> order = randperm(n);
+  randperm(n);
+  return order;
+}
+
 }  // namespace ag

@@ -38,6 +38,8 @@ class TorchGenerator {
   std::vector<int64_t> randperm(int64_t n);
   // torch.empty((), dtype=torch.int64).random_(): 63 random bits (DataLoader's per-epoch seed).
   int64_t random_int64();
+  // The order of one epoch of DataLoader(dataset of n, shuffle=True, generator=this).
+  std::vector<int64_t> data_loader_epoch(int64_t n);
   double normal();  // one value of the scalar path: N(0, 1) in double
 
  private:

@@ -159,6 +159,17 @@ TEST(TorchGenerator, DrivesDropoutAndTheFactoriesInTorchStyle) {
   }
 }
 
+TEST(TorchGenerator, ShufflesAsDataLoaderDoesEpochAfterEpoch) {
+  const std::map<std::string, Tensor> expected(golden().tensors.begin(), golden().tensors.end());
+  for (const int64_t n : {1, 10, 128}) {
+    TorchGenerator gen(42);
+    for (int epoch = 0; epoch < 3; ++epoch)
+      EXPECT_EQ(as_doubles(gen.data_loader_epoch(n)),
+                expected.at(fmt::format("dataloader.{}.{}", n, epoch)).to_vector())
+          << "n " << n << " epoch " << epoch;
+  }
+}
+
 TEST(TorchGenerator, RejectsBadArguments) {
   TorchGenerator gen;
   int64_t out = 0;

@@ -9,12 +9,13 @@ For each seed and size, a fresh torch.manual_seed(seed) and then one call:
   randint_wide               torch.randint(0, 2**40, (n,))       (64-bit draws)
   dropout_p0.5, dropout_p0.1 F.dropout(torch.ones(n), p)         (bernoulli_(1 - p), then / (1 - p))
   randperm                   torch.randperm(n)
-and "stream.*": one seed, then a sequence of calls that share the generator's state (the cached
+"dataloader.N.E": epoch E's order of DataLoader(n=N, shuffle=True, generator seeded 42); and "stream.*": one seed, then a sequence of calls that share the generator's state (the cached
 second normal of the scalar path, the mt19937 position), each result stored in call order.
 Writes tests/golden/torch_generator.safetensors. Run: /usr/bin/python3 tools/golden/torch_generator.py
 """
 import torch
 import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
 
 from golden import golden_path, save
 
@@ -59,6 +60,12 @@ def main():
     torch.manual_seed(5)
     for i, (name, call) in enumerate(STREAM):
         tensors[f"stream.{i}.{name}"] = call()
+    for n in [1, 10, 128]:
+        generator = torch.Generator()
+        loader = DataLoader(TensorDataset(torch.arange(n)), batch_size=16, shuffle=True, generator=generator)
+        generator.manual_seed(42)
+        for epoch in range(3):
+            tensors[f"dataloader.{n}.{epoch}"] = torch.cat([batch for (batch,) in loader])
     save(golden_path("torch_generator"), tensors, {"torch": torch.__version__})
 
 
