@@ -51,10 +51,15 @@ PackedMultiheadAttention::PackedMultiheadAttention(int64_t embed_dim, int64_t nu
   AG_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
            "MultiheadAttention: embed_dim {} must be a positive multiple of num_heads {}", embed_dim, num_heads);
   AG_CHECK(dropout >= 0 && dropout <= 1, "MultiheadAttention: dropout must be in [0, 1], got {}", dropout);
+  // PyTorch builds out_proj (its Linear draws) before xavier_uniform_ draws in_proj_weight; attograd's
+  // own style keeps its older order, so that its seeded runs repeat.
+  const auto make_out_proj = [&] {
+    return std::make_shared<NonDynamicallyQuantizableLinear>(embed_dim, embed_dim, true, gen);
+  };
+  std::shared_ptr<NonDynamicallyQuantizableLinear> projection = gen.torch() ? make_out_proj() : nullptr;
   in_proj_weight = register_parameter("in_proj_weight", xavier_uniform({3 * embed_dim, embed_dim}, gen));
   in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}));
-  out_proj =
-      register_module("out_proj", std::make_shared<NonDynamicallyQuantizableLinear>(embed_dim, embed_dim, true, gen));
+  out_proj = register_module("out_proj", projection ? projection : make_out_proj());
   NoGradGuard no_grad;
   out_proj->bias.zero_();
 }

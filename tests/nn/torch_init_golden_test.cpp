@@ -8,6 +8,7 @@
 #include "nn/attention.h"
 #include "nn/layers.h"
 #include "nn/seq2seq.h"
+#include "nn/transformer.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn {
@@ -63,6 +64,18 @@ TEST_F(TorchInit, SeedAttentionClasses) {
   check("seed003_v2", 789, [] { return std::make_shared<SelfAttention_v2>(3, 2); });
   check("seed003_causal", 123, [] { return std::make_shared<CausalAttention>(3, 2, 6, 0.0); });
   check("seed003_mha", 123, [] { return std::make_shared<MultiHeadAttention>(3, 2, 6, 0.0, 2); });
+}
+
+TEST_F(TorchInit, MultiheadAttentionAndTransformer) {
+  check("multihead_attention", 11, [] { return std::make_shared<PackedMultiheadAttention>(8, 2); });
+  check("transformer", 4, [] {
+    return std::make_shared<Transformer>(TransformerOptions{.d_model = 8,
+                                                            .nhead = 2,
+                                                            .num_encoder_layers = 1,
+                                                            .num_decoder_layers = 1,
+                                                            .dim_feedforward = 16,
+                                                            .dropout = 0.0});
+  });
 }
 
 TEST_F(TorchInit, Seed004EncoderDecoder) {

@@ -26,6 +26,9 @@ CASES = {
     "seed003_v2": (789, lambda: attention.SelfAttention_v2(3, 2)),
     "seed003_causal": (123, lambda: attention.CausalAttention(3, 2, 6, 0.0)),
     "seed003_mha": (123, lambda: attention.MultiHeadAttention(3, 2, 6, 0.0, 2)),
+    "multihead_attention": (11, lambda: nn.MultiheadAttention(8, 2, batch_first=True)),
+    "transformer": (4, lambda: nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                                              dim_feedforward=16, dropout=0.0, batch_first=True)),
     "seed004_encdec": (23, lambda: seq2seq.EncoderDecoderSelfAttn(
         seq2seq.EncoderSelfAttn(n_heads=3, d_model=2, ff_units=10, n_features=2),
         seq2seq.DecoderSelfAttn(n_heads=3, d_model=2, ff_units=10, n_features=2), input_len=2, target_len=2)),
