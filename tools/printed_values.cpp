@@ -1,0 +1,77 @@
+#include "tools/printed_values.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <regex>
+
+#include "engine/error.h"
+
+namespace ag::cli {
+
+std::vector<std::string> printed_numbers(const std::string& text) {
+  static const std::regex number(R"(-?\d+\.\d+(e[-+]\d+)?)");
+  std::vector<std::string> numbers;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), number); it != std::sregex_iterator(); ++it)
+    numbers.push_back(it->str());
+  return numbers;
+}
+
+namespace {
+
+int decimals_of(const std::string& token) {
+  const size_t dot = token.find('.'), e = token.find('e');
+  return static_cast<int>((e == std::string::npos ? token.size() : e) - dot - 1);
+}
+
+bool scientific(const std::string& token) { return token.find('e') != std::string::npos; }
+
+// `value` with `extra` more decimals than `token` shows, in its notation.
+std::string printed_like(double value, const std::string& token, int extra = 0) {
+  const int decimals = decimals_of(token) + extra;
+  return scientific(token) ? fmt::format("{:.{}e}", value, decimals) : fmt::format("{:.{}f}", value, decimals);
+}
+
+// One unit of the token's last digit.
+double last_unit(const std::string& token) {
+  const int exponent = scientific(token) ? std::stoi(token.substr(token.find('e') + 1)) : 0;
+  return std::pow(10.0, exponent - decimals_of(token));
+}
+
+constexpr const char* kVerdictNames[] = {"exact", "within one unit", "DIFFERS"};
+
+}  // namespace
+
+Verdict verdict_of(double value, const std::string& token) {
+  const double printed = std::stod(token);
+  if (std::stod(printed_like(value, token)) == printed) return Verdict::exact;  // "-0.0000" reads as 0 too
+  if (std::abs(value - printed) <= last_unit(token) * (1 + 1e-9)) return Verdict::within_one_unit;
+  return Verdict::differs;
+}
+
+Tally walk(const std::string& notebook, const std::vector<PrintedCheck>& checks) {
+  Tally tally;
+  for (const PrintedCheck& check : checks) {
+    const std::vector<std::string> numbers = printed_numbers(check.printed);
+    const std::vector<double> values = check.ours.to_vector();
+    AG_CHECK(numbers.size() == values.size(), "walkthrough: {} {} prints {} numbers, ours has {}", check.cell,
+             check.what, numbers.size(), values.size());
+    for (size_t i = 0; i < numbers.size(); ++i) {
+      const Verdict v = verdict_of(values[i], numbers[i]);
+      int& count = v == Verdict::exact             ? tally.exact
+                   : v == Verdict::within_one_unit ? tally.within_one_unit
+                                                   : tally.differs;
+      ++count;
+      const bool explain = v == Verdict::differs && !check.reason.empty();
+      fmt::print("{:<8} {:<22} printed {:>12}  ours {:>14}  {}{}\n", check.cell, fmt::format("{}[{}]", check.what, i),
+                 numbers[i], printed_like(values[i], numbers[i], 2), kVerdictNames[static_cast<int>(v)],
+                 explain ? " (" + check.reason + ")" : "");
+    }
+  }
+  fmt::print(
+      "notebook {}: {} printed numbers: {} reproduced exactly, {} within one unit of the last digit, {} differ\n",
+      notebook, tally.exact + tally.within_one_unit + tally.differs, tally.exact, tally.within_one_unit, tally.differs);
+  return tally;
+}
+
+}  // namespace ag::cli
