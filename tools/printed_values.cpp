@@ -10,7 +10,7 @@
 namespace ag::cli {
 
 std::vector<std::string> printed_numbers(const std::string& text) {
-  static const std::regex number(R"(-?\d+\.\d+(e[-+]\d+)?)");
+  static const std::regex number(R"(-?(\d+\.\d*(e[-+]\d+)?|inf))");
   std::vector<std::string> numbers;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), number); it != std::sregex_iterator(); ++it)
     numbers.push_back(it->str());
@@ -28,6 +28,7 @@ bool scientific(const std::string& token) { return token.find('e') != std::strin
 
 // `value` with `extra` more decimals than `token` shows, in its notation.
 std::string printed_like(double value, const std::string& token, int extra = 0) {
+  if (!std::isfinite(value) || token.find('.') == std::string::npos) return fmt::format("{}", value);
   const int decimals = decimals_of(token) + extra;
   return scientific(token) ? fmt::format("{:.{}e}", value, decimals) : fmt::format("{:.{}f}", value, decimals);
 }
@@ -44,9 +45,24 @@ constexpr const char* kVerdictNames[] = {"exact", "within one unit", "DIFFERS"};
 
 Verdict verdict_of(double value, const std::string& token) {
   const double printed = std::stod(token);
+  if (std::isinf(printed)) return value == printed ? Verdict::exact : Verdict::differs;
   if (std::stod(printed_like(value, token)) == printed) return Verdict::exact;  // "-0.0000" reads as 0 too
   if (std::abs(value - printed) <= last_unit(token) * (1 + 1e-9)) return Verdict::within_one_unit;
   return Verdict::differs;
+}
+
+Tensor torch_matmul(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  std::vector<double> out(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t t = 0; t < k; ++t)
+        sum = std::fma(static_cast<float>(x[i * k + t]), static_cast<float>(y[t * n + j]), sum);
+      out[i * n + j] = sum;
+    }
+  return tensor(out, {m, n});
 }
 
 Tally walk(const std::string& notebook, const std::vector<PrintedCheck>& checks) {

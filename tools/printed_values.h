@@ -22,8 +22,8 @@ struct PrintedCheck {
 
 enum class Verdict { exact, within_one_unit, differs };
 
-// The numbers a notebook output shows: fixed ("-0.4800") or scientific ("3.3559e-01"); integers
-// (sizes, indices) are not among them.
+// The numbers a notebook output shows: fixed ("-0.4800", "2."), scientific ("3.3559e-01") or
+// "-inf"; integers without a point (sizes, indices) are not among them.
 std::vector<std::string> printed_numbers(const std::string& text);
 // exact: `value` printed as `token` is reads the same; within_one_unit: of the token's last digit.
 Verdict verdict_of(double value, const std::string& token);
@@ -34,7 +34,12 @@ struct Tally {
 // Prints one line per number and the counts; returns the counts.
 Tally walk(const std::string& notebook, const std::vector<PrintedCheck>& checks);
 
-// Seed 000's printed outputs with ours (tools/walkthrough_000.cpp).
+// a (m, k) @ b (k, n) in f32 the way PyTorch's matmul (OpenBLAS's kernels) sums at the seeds' sizes:
+// one fused multiply-add after another along k. The notebooks' fourth decimals depend on it.
+Tensor torch_matmul(const Tensor& a, const Tensor& b);
+
+// The seeds' printed outputs with ours (tools/walkthrough_000.cpp, walkthrough_003.cpp).
 std::vector<PrintedCheck> notebook_000();
+std::vector<PrintedCheck> notebook_003();
 
 }  // namespace ag::cli

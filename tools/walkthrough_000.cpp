@@ -77,22 +77,6 @@ tensor([[3.3559e-01, 6.1726e-02, 7.8361e-05, 2.1222e-04, 1.6829e-03, 6.0071e-01]
 
 Tensor row(const Tensor& t, int64_t i) { return squeeze(slice(t, 0, i, i + 1), 0); }
 
-// a (m, k) @ b (k, n) in f32 the way PyTorch's matmul (OpenBLAS's kernels) sums at these sizes:
-// one fused multiply-add after another along k. The notebook's fourth decimals depend on it.
-Tensor fma_matmul(const Tensor& a, const Tensor& b) {
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  const std::vector<double> x = a.to_vector(), y = b.to_vector();
-  std::vector<double> out(static_cast<size_t>(m * n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float sum = 0;
-      for (int64_t t = 0; t < k; ++t)
-        sum = std::fma(static_cast<float>(x[i * k + t]), static_cast<float>(y[t * n + j]), sum);
-      out[i * n + j] = sum;
-    }
-  return tensor(out, {m, n});
-}
-
 }  // namespace
 
 std::vector<PrintedCheck> notebook_000() {
@@ -103,14 +87,14 @@ std::vector<PrintedCheck> notebook_000() {
   manual_seed(123, RngStyle::torch);
   const Tensor w_query = rand({24, 16}), w_key = rand({24, 16}), w_value = rand({28, 16});
   manual_seed(0, RngStyle::attograd);
-  const Tensor query_2 = fma_matmul(w_query, unsqueeze(token_2, 1));                    // (24, 1)
-  const Tensor keys = transpose(fma_matmul(w_key, transpose(inputs, 0, 1)), 0, 1);      // (6, 24)
-  const Tensor values = transpose(fma_matmul(w_value, transpose(inputs, 0, 1)), 0, 1);  // (6, 28)
-  const Tensor omega_2 = squeeze(fma_matmul(keys, query_2), 1);                         // (6)
+  const Tensor query_2 = torch_matmul(w_query, unsqueeze(token_2, 1));                    // (24, 1)
+  const Tensor keys = transpose(torch_matmul(w_key, transpose(inputs, 0, 1)), 0, 1);      // (6, 24)
+  const Tensor values = transpose(torch_matmul(w_value, transpose(inputs, 0, 1)), 0, 1);  // (6, 28)
+  const Tensor omega_2 = squeeze(torch_matmul(keys, query_2), 1);                         // (6)
   const Tensor weights_2 = softmax(div(omega_2, scalar(std::sqrt(24.0))), 0);
-  const Tensor context_2 = squeeze(fma_matmul(unsqueeze(weights_2, 0), values), 0);      // (28)
-  const Tensor queries = transpose(fma_matmul(w_query, transpose(inputs, 0, 1)), 0, 1);  // (6, 24)
-  const Tensor omega = fma_matmul(queries, transpose(keys, 0, 1));                       // (6, 6)
+  const Tensor context_2 = squeeze(torch_matmul(unsqueeze(weights_2, 0), values), 0);      // (28)
+  const Tensor queries = transpose(torch_matmul(w_query, transpose(inputs, 0, 1)), 0, 1);  // (6, 24)
+  const Tensor omega = torch_matmul(queries, transpose(keys, 0, 1));                       // (6, 6)
   // Measured with tools/golden/walkthrough_000.py: where ours differ, PyTorch 1.13 here does too.
   const std::string order = "f32 summation order of the notebook's machine; PyTorch 1.13 here differs too";
   return {
