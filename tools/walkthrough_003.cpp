@@ -135,6 +135,43 @@ constexpr const char* kDropoutWeights = R"(tensor([[2.0000, 0.0000, 0.0000, 0.00
         [0.0000, 0.3327, 0.3331, 0.3084, 0.3331, 0.0000]],
        grad_fn=<MulBackward0>))";
 
+constexpr const char* kCausalAsRun = R"(tensor([[[-0.5337, -0.1051],
+         [-0.5323, -0.1080],
+         [-0.5323, -0.1079],
+         [-0.5297, -0.1076],
+         [-0.5311, -0.1066],
+         [-0.5299, -0.1081]],
+
+        [[-0.5337, -0.1051],
+         [-0.5323, -0.1080],
+         [-0.5323, -0.1079],
+         [-0.5297, -0.1076],
+         [-0.5311, -0.1066],
+         [-0.5299, -0.1081]]], grad_fn=<UnsafeViewBackward0>))";
+
+constexpr const char* kTwoHeads = R"(tensor([[[-0.5337, -0.1051,  0.5085,  0.3508],
+         [-0.5323, -0.1080,  0.5084,  0.3508],
+         [-0.5323, -0.1079,  0.5084,  0.3506],
+         [-0.5297, -0.1076,  0.5074,  0.3471],
+         [-0.5311, -0.1066,  0.5076,  0.3446],
+         [-0.5299, -0.1081,  0.5077,  0.3493]],
+
+        [[-0.5337, -0.1051,  0.5085,  0.3508],
+         [-0.5323, -0.1080,  0.5084,  0.3508],
+         [-0.5323, -0.1079,  0.5084,  0.3506],
+         [-0.5297, -0.1076,  0.5074,  0.3471],
+         [-0.5311, -0.1066,  0.5076,  0.3446],
+         [-0.5299, -0.1081,  0.5077,  0.3493]]], grad_fn=<CatBackward0>))";
+
+constexpr const char* kMultiHead = R"(tensor([[[ 0.1569, -0.0873,  0.0210,  0.0215, -0.3243, -0.2518],
+         [ 0.1117, -0.0547,  0.0406, -0.0213, -0.3251, -0.2993],
+         [ 0.1196, -0.0491,  0.0318, -0.0635, -0.2788, -0.2578]],
+
+        [[ 0.1569, -0.0873,  0.0210,  0.0215, -0.3243, -0.2518],
+         [ 0.1117, -0.0547,  0.0406, -0.0213, -0.3251, -0.2993],
+         [ 0.1196, -0.0491,  0.0318, -0.0635, -0.2788, -0.2578]]],
+       grad_fn=<ViewBackward0>))";
+
 Tensor row(const Tensor& t, int64_t i) { return slice(t, 0, i, i + 1); }  // (1, n)
 Tensor t(const Tensor& x) { return transpose(x, 0, 1); }
 
@@ -144,6 +181,33 @@ Tensor scaled_softmax(const Tensor& scores) { return softmax(div(scores, scalar(
 // queries @ keys.T → scaled softmax → @ values, as the seed's classes compute it.
 Tensor attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
   return torch_matmul(scaled_softmax(torch_matmul(queries, t(keys))), values);
+}
+
+// The seed's CausalAttention as its cell 30 ran it: the result of its masked_fill is dropped (a seed
+// bug the library's class does not repeat), so every query attends to every key.
+Tensor causal_attention_as_run(const nn::CausalAttention& head, const Tensor& inputs) {
+  return attention(torch_matmul(inputs, t(head.w_query->weight)), torch_matmul(inputs, t(head.w_key->weight)),
+                   torch_matmul(inputs, t(head.w_value->weight)));
+}
+
+// Cells 30 and 33: one, then two heads (a ModuleList of CausalAttention) after torch.manual_seed(123),
+// run on the batch of the six tokens twice.
+Tensor causal_heads_as_run(const Tensor& inputs, int heads) {
+  manual_seed(123, RngStyle::torch);
+  std::vector<Tensor> outputs;
+  for (int h = 0; h < heads; ++h) outputs.push_back(causal_attention_as_run(nn::CausalAttention(3, 2, 6, 0.0), inputs));
+  const Tensor context = cat(outputs, -1);  // (6, 2 * heads)
+  return stack({context, context}, 0);
+}
+
+// Cell 62: the final MultiHeadAttention (2 heads, d_out 6, out_proj) on three 6-d tokens, twice.
+Tensor final_multi_head() {
+  const Tensor x = tensor(
+      {0.43, 0.15, 0.89, 0.55, 0.87, 0.66, 0.57, 0.85, 0.64, 0.22, 0.58, 0.33, 0.77, 0.25, 0.10, 0.05, 0.80, 0.55},
+      {3, 6});
+  manual_seed(123, RngStyle::torch);
+  nn::MultiHeadAttention mha(6, 6, 3, 0.0, 2);
+  return mha(stack({x, x}, 0));
 }
 
 // The dropout(0.5) of its cells 26-27, after torch.manual_seed(123).
@@ -179,6 +243,8 @@ std::vector<PrintedCheck> notebook_003() {
   const Tensor masked_simple_norm = div(masked_simple, sum(masked_simple, {1}, true));
   const Tensor masked = masked_fill(scores_v2, lt(below, 0.5), -INFINITY);
   const Tensor causal_weights = scaled_softmax(masked);
+  const Tensor one_head = causal_heads_as_run(inputs, 1), two_heads = causal_heads_as_run(inputs, 2);
+  const Tensor multi_head = final_multi_head();
   manual_seed(0, RngStyle::attograd);
   const std::string order = "f32 summation order of the notebook's machine";
   return {
@@ -204,6 +270,9 @@ std::vector<PrintedCheck> notebook_003() {
       {"In[25]", "attn_weights", kCausalWeights, causal_weights},
       {"In[26]", "dropout(ones)", kDropoutOnes, seeded_dropout(ones({6, 6}))},
       {"In[27]", "dropout(attn_weights)", kDropoutWeights, seeded_dropout(causal_weights)},
+      {"In[30]", "CausalAttention", kCausalAsRun, one_head},
+      {"In[33]", "MultiHeadAttentionWrapper", kTwoHeads, two_heads},
+      {"In[62]", "MultiHeadAttention", kMultiHead, multi_head, order},
   };
 }
 

@@ -231,7 +231,9 @@ Command add_walkthrough_command(CLI::App& app) {
             if (notebook->empty()) return run();
             if (*notebook == "003") {
               walk("003", notebook_003());
-              fmt::print("not compared: In[13]'s variances (numpy, unseeded)\n");
+              fmt::print(
+                  "not compared: In[13]'s variances (numpy, unseeded); the toy example In[34]-In[60] (typed-in "
+                  "weights, its dropout unseeded: plain `walkthrough` follows it)\n");
               return 0;
             }
             walk("000", notebook_000());

@@ -8,6 +8,15 @@ import attention
 from golden import golden_path, save
 
 
+class CausalAttentionAsRun(attention.CausalAttention):
+    """Seed 003's CausalAttention as its notebook ran it: masked_fill's result dropped (its bug)."""
+
+    def forward(self, x):
+        keys, queries, values = self.w_key(x), self.w_query(x), self.w_value(x)
+        attn_weights = torch.softmax(queries @ keys.transpose(1, 2) / keys.shape[-1]**0.5, dim=-1)
+        return self.dropout(attn_weights) @ values
+
+
 def main():
     out = {}
     inputs = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
@@ -48,6 +57,16 @@ def main():
     out["In[26].dropout(ones)"] = dropout(torch.ones(6, 6))
     torch.manual_seed(123)
     out["In[27].dropout(attn_weights)"] = dropout(attn_weights)
+    batch = torch.stack((inputs, inputs), dim=0)
+    torch.manual_seed(123)
+    out["In[30].CausalAttention"] = CausalAttentionAsRun(3, 2, 6, 0.0)(batch)
+    torch.manual_seed(123)
+    heads = [CausalAttentionAsRun(3, 2, 6, 0.0) for _ in range(2)]
+    out["In[33].MultiHeadAttentionWrapper"] = torch.cat([head(batch) for head in heads], dim=-1)
+    torch.manual_seed(123)
+    x = torch.tensor([[0.43, 0.15, 0.89, 0.55, 0.87, 0.66], [0.57, 0.85, 0.64, 0.22, 0.58, 0.33],
+                      [0.77, 0.25, 0.10, 0.05, 0.80, 0.55]])
+    out["In[62].MultiHeadAttention"] = attention.MultiHeadAttention(6, 6, 3, 0.0, 2)(torch.stack((x, x), dim=0))
     save(golden_path("walkthrough_003"), {k: v.detach() for k, v in out.items()}, {"torch": torch.__version__})
 
 
