@@ -38,8 +38,9 @@ Tally walk(const std::string& notebook, const std::vector<PrintedCheck>& checks)
 // one fused multiply-add after another along k. The notebooks' fourth decimals depend on it.
 Tensor torch_matmul(const Tensor& a, const Tensor& b);
 
-// The seeds' printed outputs with ours (tools/walkthrough_000.cpp, walkthrough_003.cpp).
+// The seeds' printed outputs with ours (tools/walkthrough_000.cpp, _003.cpp, _004.cpp).
 std::vector<PrintedCheck> notebook_000();
 std::vector<PrintedCheck> notebook_003();
+std::vector<PrintedCheck> notebook_004();
 
 }  // namespace ag::cli

@@ -1,5 +1,5 @@
-// `attograd walkthrough --notebook 000|003` against PyTorch running the same cells
-// (tools/golden/walkthrough_000.py, walkthrough_003.py): every printed number PyTorch 1.13 reproduces (exactly, or
+// `attograd walkthrough --notebook 000|003|004` against PyTorch running the same cells
+// (tools/golden/walkthrough_000.py, _003.py, _004.py): every printed number PyTorch 1.13 reproduces (exactly, or
 // within one unit of the last digit) ours reproduces at least as well, and ours stay within f32
 // rounding of PyTorch's values.
 #include <gtest/gtest.h>
@@ -46,6 +46,9 @@ TEST(WalkthroughNotebook, Seed000ReproducesWhatPyTorchReproduces) {
 }
 TEST(WalkthroughNotebook, Seed003ReproducesWhatPyTorchReproduces) {
   expect_what_pytorch_reproduces("003", notebook_003());
+}
+TEST(WalkthroughNotebook, Seed004ReproducesWhatPyTorchReproduces) {
+  expect_what_pytorch_reproduces("004", notebook_004());
 }
 
 }  // namespace
