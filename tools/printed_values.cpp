@@ -39,7 +39,21 @@ double last_unit(const std::string& token) {
   return std::pow(10.0, exponent - decimals_of(token));
 }
 
-constexpr const char* kVerdictNames[] = {"exact", "within one unit", "DIFFERS"};
+constexpr const char* kVerdictNames[] = {"exact", "within one unit", "DIFFERS", "not reproducible"};
+
+int& count_of(Tally& tally, Verdict v) {
+  switch (v) {
+    case Verdict::exact:
+      return tally.exact;
+    case Verdict::within_one_unit:
+      return tally.within_one_unit;
+    case Verdict::differs:
+      return tally.differs;
+    case Verdict::not_reproducible:
+      break;
+  }
+  return tally.not_reproducible;
+}
 
 }  // namespace
 
@@ -69,24 +83,24 @@ Tally walk(const std::string& notebook, const std::vector<PrintedCheck>& checks)
   Tally tally;
   for (const PrintedCheck& check : checks) {
     const std::vector<std::string> numbers = printed_numbers(check.printed);
-    const std::vector<double> values = check.ours.to_vector();
+    const std::vector<double> values =
+        check.ours.defined() ? check.ours.to_vector() : std::vector<double>(numbers.size(), NAN);
     AG_CHECK(numbers.size() == values.size(), "walkthrough: {} {} prints {} numbers, ours has {}", check.cell,
              check.what, numbers.size(), values.size());
     for (size_t i = 0; i < numbers.size(); ++i) {
-      const Verdict v = verdict_of(values[i], numbers[i]);
-      int& count = v == Verdict::exact             ? tally.exact
-                   : v == Verdict::within_one_unit ? tally.within_one_unit
-                                                   : tally.differs;
-      ++count;
-      const bool explain = v == Verdict::differs && !check.reason.empty();
+      const Verdict v = check.ours.defined() ? verdict_of(values[i], numbers[i]) : Verdict::not_reproducible;
+      ++count_of(tally, v);
+      const bool explain = v >= Verdict::differs && !check.reason.empty();
       fmt::print("{:<8} {:<22} printed {:>12}  ours {:>14}  {}{}\n", check.cell, fmt::format("{}[{}]", check.what, i),
-                 numbers[i], printed_like(values[i], numbers[i], 2), kVerdictNames[static_cast<int>(v)],
-                 explain ? " (" + check.reason + ")" : "");
+                 numbers[i], check.ours.defined() ? printed_like(values[i], numbers[i], 2) : "-",
+                 kVerdictNames[static_cast<int>(v)], explain ? " (" + check.reason + ")" : "");
     }
   }
   fmt::print(
-      "notebook {}: {} printed numbers: {} reproduced exactly, {} within one unit of the last digit, {} differ\n",
-      notebook, tally.exact + tally.within_one_unit + tally.differs, tally.exact, tally.within_one_unit, tally.differs);
+      "notebook {}: {} printed numbers: {} reproduced exactly, {} within one unit of the last digit, {} differ, {} not "
+      "reproducible\n",
+      notebook, tally.exact + tally.within_one_unit + tally.differs + tally.not_reproducible, tally.exact,
+      tally.within_one_unit, tally.differs, tally.not_reproducible);
   return tally;
 }
 
