@@ -7,9 +7,46 @@
 
 namespace ag {
 
-double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+void Generator::manual_seed(uint64_t seed, RngStyle style) {
+  state_ = seed;
+  has_spare_normal_ = false;
+  if (style == RngStyle::attograd) return torch_.reset();
+  if (!torch_) torch_ = std::make_unique<TorchGenerator>();
+  torch_->manual_seed(seed);
+}
+
+Generator::State Generator::state() const {
+  if (torch_) return {0, false, 0.0, std::make_shared<const TorchGenerator>(*torch_)};
+  return {state_, has_spare_normal_, spare_normal_, nullptr};
+}
+
+void Generator::set_state(const State& s) {
+  torch_ = s.torch ? std::make_unique<TorchGenerator>(*s.torch) : nullptr;
+  state_ = s.counter;
+  has_spare_normal_ = s.has_spare_normal;
+  spare_normal_ = s.spare_normal;
+}
+
+void Generator::skip(uint64_t draws) {
+  AG_CHECK(!torch_,
+           "generator: PyTorch's generator (--rng torch) cannot skip ahead: per-row dropout streams "
+           "(data parallelism) need attograd's");
+  state_ += draws * kIncrement;
+}
+
+uint64_t Generator::next_u64() {
+  if (torch_) return torch_->random64();
+  return mix(state_ += kIncrement);
+}
+
+double Generator::uniform() {
+  double u = 0;
+  if (torch_) torch_->fill_uniform(&u, 1, 0.0, 1.0);
+  return torch_ ? u : static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 double Generator::normal() {
+  if (torch_) return torch_->normal();
   if (has_spare_normal_) {
     has_spare_normal_ = false;
     return spare_normal_;
@@ -24,6 +61,11 @@ double Generator::normal() {
 }
 
 int64_t Generator::randint(int64_t low, int64_t high) {
+  if (torch_) {
+    int64_t value = 0;
+    torch_->fill_randint(&value, 1, low, high);
+    return value;
+  }
   AG_CHECK(low < high, "randint: expected low < high, got low={} high={}", low, high);
   const uint64_t range = static_cast<uint64_t>(high - low);
   const uint64_t limit = UINT64_MAX - UINT64_MAX % range;  // reject the biased tail
@@ -51,5 +93,6 @@ Generator& default_generator() {
 }
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(uint64_t seed, RngStyle style) { default_generator().manual_seed(seed, style); }
 
 }  // namespace ag

@@ -4,37 +4,45 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "engine/torch_generator.h"
+
 namespace ag {
+
+// Whose numbers a Generator draws: attograd's own (splitmix64, below) or PyTorch's CPU generator,
+// so that a seeded program draws what the same PyTorch script draws: the factories (rand, randn,
+// randint), dropout's masks and the layers' initialisation (in PyTorch's order and formulas) all
+// follow the style.
+enum class RngStyle { attograd, torch };
 
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0) { manual_seed(seed); }
+  explicit Generator(uint64_t seed = 0, RngStyle style = RngStyle::attograd) { manual_seed(seed, style); }
 
-  void manual_seed(uint64_t seed) {
-    state_ = seed;
-    has_spare_normal_ = false;
-  }
-  uint64_t next_u64() { return mix(state_ += kIncrement); }
-  void skip(uint64_t draws) { state_ += draws * kIncrement; }  // as if next_u64 ran `draws` times
-  double uniform();                                            // [0, 1), 53 random bits
-  double normal();                                             // mean 0, std 1
-  int64_t randint(int64_t low, int64_t high);                  // [low, high), unbiased
+  void manual_seed(uint64_t seed) { manual_seed(seed, style()); }  // keeps the style
+  void manual_seed(uint64_t seed, RngStyle style);
+  RngStyle style() const { return torch_ ? RngStyle::torch : RngStyle::attograd; }
+  TorchGenerator* torch() { return torch_ ? torch_.get() : nullptr; }  // PyTorch's stream, in torch style
+
+  uint64_t next_u64();
+  void skip(uint64_t draws);                   // as if next_u64 ran `draws` times (attograd style only)
+  double uniform();                            // [0, 1), 53 random bits
+  double normal();                             // mean 0, std 1
+  int64_t randint(int64_t low, int64_t high);  // [low, high), unbiased (torch style: PyTorch's modulo)
 
   // The whole state, for checkpoints; set_state(state()) resumes the same sequence.
   struct State {
     uint64_t counter;
     bool has_spare_normal;
     double spare_normal;
+    std::shared_ptr<const TorchGenerator> torch;  // set in torch style (then the rest is unused)
   };
-  State state() const { return {state_, has_spare_normal_, spare_normal_}; }
-  void set_state(const State& s) {
-    state_ = s.counter;
-    has_spare_normal_ = s.has_spare_normal;
-    spare_normal_ = s.spare_normal;
-  }
+  State state() const;
+  void set_state(const State& s);
 
   // splitmix64 is counter-based: draw k (from 1) after counter c is mix(c + k·kIncrement), so a
   // kernel can make many draws at once, in any order (engine/kernels/dropout.h).
@@ -49,6 +57,7 @@ class Generator {
   uint64_t state_ = 0;
   bool has_spare_normal_ = false;
   double spare_normal_ = 0.0;
+  std::unique_ptr<TorchGenerator> torch_;
 };
 
 // Data parallelism splits a global batch into shards, one per process. While a BatchShardGuard
@@ -83,6 +92,7 @@ void shuffle(std::vector<T>& items, Generator& gen) {
 
 // The process-wide generator used when a factory is not given one.
 Generator& default_generator();
-void manual_seed(uint64_t seed);
+void manual_seed(uint64_t seed);                  // keeps the default generator's style
+void manual_seed(uint64_t seed, RngStyle style);  // torch: as torch.manual_seed(seed)
 
 }  // namespace ag

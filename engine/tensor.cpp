@@ -452,6 +452,7 @@ Tensor rand(const Shape& shape, DType dtype, Generator& gen) {
   Tensor t = empty(shape, dtype);
   dispatch_floating(dtype, "rand", [&]<typename T>() {
     T* out = t.data<T>();
+    if (TorchGenerator* torch = gen.torch()) return torch->fill_uniform(out, t.numel(), T{0}, T{1});
     for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(gen.uniform());
   });
   return t;
@@ -461,6 +462,7 @@ Tensor randn(const Shape& shape, DType dtype, Generator& gen) {
   Tensor t = empty(shape, dtype);
   dispatch_floating(dtype, "randn", [&]<typename T>() {
     T* out = t.data<T>();
+    if (TorchGenerator* torch = gen.torch()) return torch->fill_normal(out, t.numel(), T{0}, T{1});
     for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(gen.normal());
   });
   return t;

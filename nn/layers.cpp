@@ -6,12 +6,24 @@
 
 namespace ag::nn {
 
+Tensor init_uniform(const Shape& shape, double bound, Generator& gen) {
+  NoGradGuard no_grad;
+  if (TorchGenerator* torch = gen.torch()) {  // tensor.uniform_(-bound, bound)
+    Tensor t = empty(shape, DType::f32);
+    torch->fill_uniform(t.data<float>(), t.numel(), static_cast<float>(-bound), static_cast<float>(bound));
+    return t;
+  }
+  return sub(mul(rand(shape, DType::f32, gen), 2 * bound), scalar(bound));
+}
+
 namespace {
 
-// U(-bound, bound), the tensor's values drawn in row-major order.
-Tensor uniform(const Shape& shape, double bound, Generator& gen) {
-  NoGradGuard no_grad;
-  return sub(mul(rand(shape, DType::f32, gen), 2 * bound), scalar(bound));
+// kaiming_uniform_(w, a=√5)'s bound as PyTorch computes it: gain √(2 / (1 + a²)), std gain / √fan_in,
+// bound √3 · std (1/√fan_in in exact arithmetic, not always in double).
+double kaiming_uniform_bound(int64_t fan_in) {
+  const double a = std::sqrt(5.0);
+  const double gain = std::sqrt(2.0 / (1 + a * a));
+  return std::sqrt(3.0) * (gain / std::sqrt(static_cast<double>(fan_in)));
 }
 
 }  // namespace
@@ -20,8 +32,9 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
   AG_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in={} out={}", in_features,
            out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight", uniform({out_features, in_features}, bound, gen));
-  if (with_bias) bias = register_parameter("bias", uniform({out_features}, bound, gen));
+  const double weight_bound = gen.torch() ? kaiming_uniform_bound(in_features) : bound;
+  weight = register_parameter("weight", init_uniform({out_features, in_features}, weight_bound, gen));
+  if (with_bias) bias = register_parameter("bias", init_uniform({out_features}, bound, gen));
 }
 
 Tensor Linear::forward(const Tensor& x) {

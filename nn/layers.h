@@ -10,7 +10,12 @@
 
 namespace ag::nn {
 
-// y = x Wᵀ + b, W (out, in). PyTorch's default init: W and b ~ U(-1/√in, 1/√in).
+// U(-bound, bound) as a new f32 tensor drawn in row-major order (in torch style, tensor.uniform_'s
+// draws and rounding).
+Tensor init_uniform(const Shape& shape, double bound, Generator& gen);
+
+// y = x Wᵀ + b, W (out, in). PyTorch's default init: W and b ~ U(-1/√in, 1/√in); in torch style
+// exactly its draws: kaiming_uniform_(W, a=√5), then b.
 class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator& gen = default_generator());

@@ -24,13 +24,19 @@ std::atomic<int> stop_signal{0};  // the signal that asked the run to stop, 0 if
 
 extern "C" void request_stop(int signal) { stop_signal = signal; }
 
+// PyTorch's generator (--rng torch) is not saved: its runs cannot be resumed, and say so.
+constexpr const char* kTorchGeneratorState = "torch";
+
 std::string encode_generator(const Generator::State& s) {
+  if (s.torch) return kTorchGeneratorState;
   uint64_t spare_bits = 0;
   std::memcpy(&spare_bits, &s.spare_normal, 8);
   return fmt::format("{:016x} {} {:016x}", s.counter, s.has_spare_normal ? 1 : 0, spare_bits);
 }
 
 void decode_generator(const std::string& text, Generator& gen) {
+  AG_CHECK(text != kTorchGeneratorState,
+           "checkpoint: a run with PyTorch's generator (--rng torch) cannot be resumed: its state is not saved");
   Generator::State s{};
   unsigned long long counter = 0, spare_bits = 0;
   int has_spare = 0;
@@ -104,7 +110,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOp
       optimizer_(optimizer),
       task_(task),
       options_(std::move(options)),
-      shuffle_(options_.seed),
+      shuffle_(options_.seed, options_.shuffle_rng),
       best_score_(-INFINITY),
       shard_(dist::this_shard()) {
   AG_CHECK(options_.epochs >= 1, "trainer: epochs must be at least 1, got {}", options_.epochs);
@@ -189,7 +195,10 @@ std::vector<std::vector<int64_t>> Trainer::draw_batches(int64_t epoch) {
   }
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  shuffle(order, shuffle_);
+  if (TorchGenerator* torch = shuffle_.torch())
+    order = torch->data_loader_epoch(n);
+  else
+    shuffle(order, shuffle_);
   return task_.batches(order, batch_size, shuffle_);
 }
 

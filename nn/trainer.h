@@ -67,6 +67,9 @@ struct TrainerOptions {
   double clip_grad_norm = 0;                          // > 0: the gradients' global norm is clipped to it
   int64_t tokens_per_step = 0;                        // > 0: the progress bar shows tokens/s (global)
   uint64_t seed = 0;
+  // The shuffle's generator: attograd's, or PyTorch's, drawing each epoch's order as
+  // DataLoader(shuffle=True, generator=g) does with g seeded by `seed`.
+  RngStyle shuffle_rng = RngStyle::attograd;
   std::string out_dir;   // config.json, metrics.csv, last.safetensors, best.safetensors; nothing written if empty
   bool progress = true;  // the bar on stderr, only when stderr is a terminal
   std::string config;    // JSON text stored in checkpoints

@@ -8,11 +8,12 @@ namespace ag::nn {
 
 namespace {
 
-// U(-a, a) with a = √(6 / (fan_in + fan_out)) for a (fan_out, fan_in) matrix (torch's xavier_uniform_).
+// U(-a, a) with a = √(6 / (fan_in + fan_out)) for a (fan_out, fan_in) matrix (torch's xavier_uniform_;
+// in torch style its formula, √3 · √(2 / (fan_in + fan_out)), which can differ in the last bit).
 Tensor xavier_uniform(const Shape& shape, Generator& gen) {
-  NoGradGuard no_grad;
-  const double bound = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
-  return sub(mul(rand(shape, DType::f32, gen), 2 * bound), scalar(bound));
+  const auto fans = static_cast<double>(shape[0] + shape[1]);
+  const double bound = gen.torch() ? std::sqrt(3.0) * std::sqrt(2.0 / fans) : std::sqrt(6.0 / fans);
+  return init_uniform(shape, bound, gen);
 }
 
 std::string shape_or_undefined(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
@@ -50,10 +51,15 @@ PackedMultiheadAttention::PackedMultiheadAttention(int64_t embed_dim, int64_t nu
   AG_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
            "MultiheadAttention: embed_dim {} must be a positive multiple of num_heads {}", embed_dim, num_heads);
   AG_CHECK(dropout >= 0 && dropout <= 1, "MultiheadAttention: dropout must be in [0, 1], got {}", dropout);
+  // PyTorch builds out_proj (its Linear draws) before xavier_uniform_ draws in_proj_weight; attograd's
+  // own style keeps its older order, so that its seeded runs repeat.
+  const auto make_out_proj = [&] {
+    return std::make_shared<NonDynamicallyQuantizableLinear>(embed_dim, embed_dim, true, gen);
+  };
+  std::shared_ptr<NonDynamicallyQuantizableLinear> projection = gen.torch() ? make_out_proj() : nullptr;
   in_proj_weight = register_parameter("in_proj_weight", xavier_uniform({3 * embed_dim, embed_dim}, gen));
   in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}));
-  out_proj =
-      register_module("out_proj", std::make_shared<NonDynamicallyQuantizableLinear>(embed_dim, embed_dim, true, gen));
+  out_proj = register_module("out_proj", projection ? projection : make_out_proj());
   NoGradGuard no_grad;
   out_proj->bias.zero_();
 }

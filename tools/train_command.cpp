@@ -182,6 +182,12 @@ Command add_train_squares(CLI::App* train) {
   CLI::Option* dropout = app->add_option("--dropout", options->model.dropout, "Transformer: dropout")
                              ->check(number(0.0, 0.9))
                              ->capture_default_str();
+  app->add_option("--rng", options->rng,
+                  "attograd: attograd's generator; torch: follow the PyTorch peer step for step (numpy's squares, "
+                  "PyTorch's initial weights after manual_seed(23) and its DataLoader shuffle; --seed defaults to 42)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, RngStyle>{{"attograd", RngStyle::attograd}, {"torch", RngStyle::torch}}))
+      ->default_str("attograd");
   return {app, [app, options, lr, sizes, dropout] {
             carry_over_settings(app, options->training.resume);
             // Flags not given take the chosen model's defaults.
@@ -194,6 +200,8 @@ Command add_train_squares(CLI::App* train) {
               if (sizes[i]->count() == 0) *fields[i] = default_sizes[i];
             if (dropout->count() == 0) options->model.dropout = defaults.dropout;
             if (lr->count() == 0) options->training.lr = squares::default_lr(options->model.model);
+            if (options->rng == RngStyle::torch && app->get_option("--seed")->count() == 0)
+              options->training.seed = squares::kTorchSetSeed;
             nn::stop_training_on_signals();
             return squares::train(*options);
           }};

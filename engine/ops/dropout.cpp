@@ -3,6 +3,7 @@
 #include "engine/kernels/dropout.h"
 
 #include <cmath>
+#include <memory>
 
 #include "engine/autograd.h"
 #include "engine/kernels/fast.h"
@@ -11,7 +12,31 @@
 
 namespace ag {
 
+namespace {
+
+// PyTorch's CPU dropout: noise.bernoulli_(1 - p), one 53-bit draw per element (none for p = 1,
+// which multiplies by zero), then noise.div_(1 - p) in the tensor's type.
+Tensor torch_dropout_mask(const Shape& shape, DType dtype, double p, TorchGenerator& torch) {
+  Tensor mask = zeros(shape, dtype);
+  if (p == 1) return mask;
+  std::unique_ptr<bool[]> keep(new bool[mask.numel()]);
+  torch.fill_bernoulli(keep.get(), mask.numel(), 1 - p);
+  dispatch_floating(dtype, "dropout", [&]<typename T>() {
+    const T scale = T(1) / static_cast<T>(1 - p);
+    T* out = mask.data<T>();
+    for (int64_t i = 0; i < mask.numel(); ++i) out[i] = keep[i] ? scale : T(0);
+  });
+  return mask;
+}
+
+}  // namespace
+
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+  if (TorchGenerator* torch = gen.torch()) {
+    AG_CHECK(current_batch_shard() == nullptr,
+             "dropout: PyTorch's generator (--rng torch) has no per-row streams for a data-parallel step");
+    return torch_dropout_mask(shape, dtype, p, *torch);
+  }
   Tensor mask = empty(shape, dtype);
   const BatchShard* shard = current_batch_shard();
   AG_CHECK(shard == nullptr || (!shape.empty() && shape[0] == shard->rows),

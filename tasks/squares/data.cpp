@@ -1,9 +1,11 @@
 #include "tasks/squares/data.h"
 
+#include <functional>
 #include <numeric>
 
 #include "engine/error.h"
 #include "engine/generator.h"
+#include "engine/numpy_random.h"
 
 namespace ag::squares {
 
@@ -11,12 +13,13 @@ namespace {
 
 constexpr std::array<Point, 4> kBasicCorners = {{{-1, -1}, {-1, 1}, {1, 1}, {1, -1}}};
 
-}  // namespace
+// Where the draws come from: randint(low, high) and a standard normal.
+struct Draws {
+  std::function<int64_t(int64_t, int64_t)> randint;
+  std::function<double()> normal;
+};
 
-std::vector<Square> generate_squares(const SquaresSpec& spec) {
-  AG_CHECK(spec.n >= 1, "squares: n must be at least 1, got {}", spec.n);
-  AG_CHECK(spec.noise >= 0 && std::isfinite(spec.noise), "squares: noise must be finite and ≥ 0, got {}", spec.noise);
-  Generator gen(spec.seed);
+std::vector<Square> draw_squares(const SquaresSpec& spec, const Draws& gen) {
   const auto n = static_cast<size_t>(spec.n);
   std::vector<int64_t> bases(n), lengths(n, 4), directions(n);
   for (int64_t& b : bases) b = gen.randint(0, 4);
@@ -36,6 +39,22 @@ std::vector<Square> generate_squares(const SquaresSpec& spec) {
     }
   }
   return squares;
+}
+
+}  // namespace
+
+std::vector<Square> generate_squares(const SquaresSpec& spec) {
+  AG_CHECK(spec.n >= 1, "squares: n must be at least 1, got {}", spec.n);
+  AG_CHECK(spec.noise >= 0 && std::isfinite(spec.noise), "squares: noise must be finite and ≥ 0, got {}", spec.noise);
+  if (spec.numpy_stream) {
+    AG_CHECK(spec.seed <= 0xFFFFFFFFu, "squares: numpy's seed must be below 2^32, got {}", spec.seed);
+    NumpyRandomState numpy(static_cast<uint32_t>(spec.seed));
+    return draw_squares(
+        spec, {[&](int64_t low, int64_t high) { return numpy.randint(low, high); }, [&] { return numpy.randn(); }});
+  }
+  Generator gen(spec.seed);
+  return draw_squares(
+      spec, {[&](int64_t low, int64_t high) { return gen.randint(low, high); }, [&] { return gen.normal(); }});
 }
 
 Tensor points_tensor(const std::vector<Square>& squares, const std::vector<int64_t>& rows) {

@@ -1,7 +1,7 @@
 // Seed 004's "noisy squares": the four corners of the square [-1, 1]², starting at a random corner
 // and going round clockwise or counter-clockwise, each point with Gaussian noise. The seed draws
-// from numpy's stream; this generator draws from ag::Generator, so the same seed gives other
-// squares than numpy's (same distribution).
+// from numpy's stream; by default this generator draws from ag::Generator, so the same seed gives
+// other squares than numpy's (same distribution); with numpy_stream, numpy's squares exactly.
 #pragma once
 
 #include <array>
@@ -23,6 +23,7 @@ struct SquaresSpec {
   uint64_t seed = 13;
   double noise = 0.1;         // std of the noise added to every coordinate
   bool variable_len = false;  // keep only the first 2, 3 or 4 corners (uniformly)
+  bool numpy_stream = false;  // draw from numpy's legacy RandomState seeded with `seed`, as the seed does
 };
 
 // The seed's generate_sequences: per square a starting corner, (a length), a direction, then the

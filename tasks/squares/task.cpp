@@ -62,19 +62,20 @@ nlohmann::json spec_json(const SquaresSpec& spec) {
 
 std::string task_settings(const SquaresOptions& o) {
   const ModelConfig& m = o.model;
-  return nlohmann::json{{"task", "squares"},
-                        {"model", m.model},
-                        {"heads", m.heads},
-                        {"d_model", m.d_model},
-                        {"ff_units", m.ff_units},
-                        {"layers", m.layers},
-                        {"dropout", m.dropout},
-                        {"source_len", kSourceLen},
-                        {"target_len", kTargetLen},
-                        {"optimizer", "Adam"},
-                        {"train_data", spec_json(o.train_data)},
-                        {"test_data", spec_json(o.test_data)}}
-      .dump();
+  nlohmann::json settings{{"task", "squares"},
+                          {"model", m.model},
+                          {"heads", m.heads},
+                          {"d_model", m.d_model},
+                          {"ff_units", m.ff_units},
+                          {"layers", m.layers},
+                          {"dropout", m.dropout},
+                          {"source_len", kSourceLen},
+                          {"target_len", kTargetLen},
+                          {"optimizer", "Adam"},
+                          {"train_data", spec_json(o.train_data)},
+                          {"test_data", spec_json(o.test_data)}};
+  if (o.rng == RngStyle::torch) settings["rng"] = "torch";  // absent for attograd's, as before --rng existed
+  return settings.dump();
 }
 
 ModelConfig model_config_of(const nlohmann::json& config, const std::string& path) {
@@ -111,6 +112,25 @@ void write_plots(const std::string& out, const std::vector<nn::EpochRecord>& his
                       test.source, test.target, predicted));
 }
 
+// The model, initialised from the run's seed; with --rng torch as the peer: PyTorch's draws after
+// torch.manual_seed(23), and then set_seed(seed) for what the run draws next.
+std::unique_ptr<SquaresModel> seeded_model(const SquaresOptions& options) {
+  if (options.rng == RngStyle::attograd) {
+    manual_seed(options.training.seed, RngStyle::attograd);
+    return make_model(options.model);
+  }
+  manual_seed(kTorchInitSeed, RngStyle::torch);
+  std::unique_ptr<SquaresModel> model = make_model(options.model);
+  manual_seed(options.training.seed, RngStyle::torch);
+  return model;
+}
+
+// With --rng torch, both data sets come from numpy's stream, as the peer's generate_sequences.
+SquaresSpec data_spec(SquaresSpec spec, RngStyle rng) {
+  spec.numpy_stream = rng == RngStyle::torch;
+  return spec;
+}
+
 }  // namespace
 
 ModelConfig default_model_config(const std::string& model) {
@@ -121,14 +141,15 @@ ModelConfig default_model_config(const std::string& model) {
 double default_lr(const std::string& model) { return model == "transformer" ? 3e-3 : 1e-2; }
 
 int train(const SquaresOptions& options) {
-  const std::vector<Square> train_squares = generate_squares(options.train_data);
-  const Tensor test_points = points_tensor(generate_squares(options.test_data));
-  manual_seed(options.training.seed);
-  std::unique_ptr<SquaresModel> model = make_model(options.model);
+  const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
+  const Tensor test_points = points_tensor(generate_squares(data_spec(options.test_data, options.rng)));
+  std::unique_ptr<SquaresModel> model = seeded_model(options);
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
   SquaresTask task(*model, train_squares, test_points);
   const std::vector<nn::EpochRecord> history = tasks::run_training(
-      model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)));
+      model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)),
+      {}, [&](nn::TrainerOptions& trainer) { trainer.shuffle_rng = options.rng; });
+  manual_seed(0, RngStyle::attograd);  // the process's default generator as it was
 
   model->module().eval();
   NoGradGuard no_grad;
@@ -146,10 +167,10 @@ int train(const SquaresOptions& options) {
 }
 
 StepLoss first_step_loss(const SquaresOptions& options) {
-  const std::vector<Square> train_squares = generate_squares(options.train_data);
-  manual_seed(options.training.seed);
-  StepLoss step{make_model(options.model), {}};
-  SquaresTask task(*step.model, train_squares, points_tensor(generate_squares(options.test_data)));
+  const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
+  StepLoss step{seeded_model(options), {}};
+  SquaresTask task(*step.model, train_squares,
+                   points_tensor(generate_squares(data_spec(options.test_data, options.rng))));
   const auto batch = std::min<int64_t>(options.training.batch_size, task.train_size());
   std::vector<int64_t> rows(static_cast<size_t>(batch));
   std::iota(rows.begin(), rows.end(), 0);

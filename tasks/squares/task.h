@@ -16,7 +16,13 @@ struct SquaresOptions {
   ModelConfig model;
   SquaresSpec train_data{.n = 128, .seed = 13};
   SquaresSpec test_data{.n = 128, .seed = 19};
+  // torch: replay the PyTorch peer (../shared/peer/squares_torch.py) step for step: numpy's squares,
+  // the model built after torch.manual_seed(kTorchInitSeed), then set_seed(training.seed) (the
+  // peer's 42) for PyTorch's generator and the DataLoader's shuffle.
+  RngStyle rng = RngStyle::attograd;
 };
+inline constexpr uint64_t kTorchInitSeed = 23;  // seed 004's torch.manual_seed before the model
+inline constexpr uint64_t kTorchSetSeed = 42;   // the --seed of --rng torch: StepByStep's set_seed(42)
 
 // The defaults of each model: seed 004's sizes for "selfattn"; for "transformer" the sizes, and
 // the learning rate, picked on seeds 0–2 (see tasks/squares/README.md).

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/generator.h"
 #include "engine/ops.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
@@ -187,6 +188,49 @@ TEST_P(SquaresTraining, ResumeEqualsAnUninterruptedRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SquaresTraining, ::testing::Values("selfattn", "transformer"));
+
+std::map<std::string, Tensor> golden(const std::string& name) {
+  const SafetensorsFile file =
+      load_safetensors(std::string(ATTOGRAD_SOURCE_DIR) + "/tests/golden/" + name + ".safetensors");
+  return {file.tensors.begin(), file.tensors.end()};
+}
+
+// numpy's stream gives seed 004's squares bit for bit (tools/golden/numpy_random.py).
+TEST(SquaresData, NumpyStreamGivesTheSeedsSquares) {
+  const auto expected = golden("numpy_random");
+  for (const uint64_t seed : {13, 19}) {
+    const std::vector<Square> squares = generate_squares({.n = 128, .seed = seed, .numpy_stream = true});
+    EXPECT_EQ(points_tensor(squares).to_vector(), expected.at(fmt::format("squares{}.points", seed)).to_vector());
+    std::vector<double> directions;
+    for (const Square& square : squares) directions.push_back(square.direction);
+    EXPECT_EQ(directions, expected.at(fmt::format("squares{}.directions", seed)).to_vector());
+  }
+}
+
+// --rng torch follows the PyTorch peer step for step (tools/golden/squares_torch.py): the same
+// data, initial weights and shuffle, so the first epochs agree to f32 rounding. Seed 004's training
+// is chaotic: a one-ulp change of one initial weight moves PyTorch's own losses by 1e-4 by epoch 10,
+// so only the first epochs are held this tight.
+TEST_F(SquaresTraining, RngTorchFollowsThePyTorchPeer) {
+  TempDir dir;
+  SquaresOptions options = short_run("selfattn", dir / "run", 6);
+  options.train_data.n = options.test_data.n = 128;
+  options.training.seed = kTorchSetSeed;
+  options.rng = RngStyle::torch;
+  ASSERT_EQ(train(options), 0);
+  const auto peer = golden("squares_torch_losses");
+  const std::vector<double> train_loss = peer.at("train_loss").to_vector(), val_loss = peer.at("val_loss").to_vector();
+  const auto metrics = read_metrics(dir / "run" / "metrics.csv");
+  ASSERT_EQ(metrics.size(), 6u);
+  for (size_t e = 0; e < metrics.size(); ++e) {
+    EXPECT_NEAR(metrics[e][1], train_loss[e], 1e-5 * train_loss[e]) << "train loss, epoch " << e + 1;
+    EXPECT_NEAR(metrics[e][2], val_loss[e], 1e-5 * val_loss[e]) << "validation loss, epoch " << e + 1;
+  }
+  SquaresOptions more = options;
+  more.training.epochs = 7;
+  more.training.resume = (dir / "run").string();
+  expect_error([&] { train(more); }, {"--rng torch", "cannot be resumed"});
+}
 
 TEST(SquaresPlot, OnePanelPerSquareWithItsPoints) {
   const Tensor points = points_tensor(generate_squares({.n = 5, .seed = 2}));
