@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "engine/inspect.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
 
 namespace ag {
 

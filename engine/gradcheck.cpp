@@ -4,7 +4,10 @@
 #include <cmath>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 
 namespace ag {
 

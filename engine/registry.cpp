@@ -57,6 +57,11 @@ InputMaker real_inputs(Domain domain) {
   };
 }
 
+void UnaryRegistrar::add(std::string name, std::function<Tensor(const Tensor&)> op, Domain domain) const {
+  registry_.add({std::move(name), [op = std::move(op)](const auto& in) { return op(in[0]); },
+                 real_inputs(std::move(domain)), shapes});
+}
+
 void Registry::add(OpEntry entry) {
   AG_CHECK(std::none_of(ops_.begin(), ops_.end(), [&](const OpEntry& e) { return e.name == entry.name; }),
            "registry: op '{}' is registered twice", entry.name);
@@ -75,7 +80,8 @@ const OpEntry& Registry::find(const std::string& name) const {
 const Registry& Registry::global() {
   static const Registry registry = [] {
     Registry r;
-    register_elementwise_ops(r);
+    register_arithmetic_ops(r);
+    register_pointwise_ops(r);
     register_reduce_ops(r);
     register_shape_ops(r);
     register_index_ops(r);

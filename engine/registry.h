@@ -60,8 +60,20 @@ class Registry {
   std::vector<OpEntry> ops_;
 };
 
+// Registers one-input ops on the shapes every unary op is checked on: (3, 4), (2, 3, 5), (1), ().
+class UnaryRegistrar {
+ public:
+  explicit UnaryRegistrar(Registry& registry) : registry_(registry) {}
+  void add(std::string name, std::function<Tensor(const Tensor&)> op, Domain domain = {}) const;
+  const std::vector<std::vector<Shape>> shapes = {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{}}};
+
+ private:
+  Registry& registry_;
+};
+
 // Each op family registers its ops beside their definitions.
-void register_elementwise_ops(Registry& registry);
+void register_arithmetic_ops(Registry& registry);
+void register_pointwise_ops(Registry& registry);
 void register_reduce_ops(Registry& registry);
 void register_shape_ops(Registry& registry);
 void register_index_ops(Registry& registry);

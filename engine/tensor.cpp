@@ -11,7 +11,7 @@
 #include <ostream>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
 
 namespace ag {
 

@@ -1,7 +1,11 @@
 #include "nn/attention.h"
 
 #include "engine/error.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/shape.h"
 
 namespace ag::nn {
 
@@ -48,7 +52,7 @@ Tensor as_heads(const Tensor& x) {
 }
 
 // context = dropout(softmax(queries keysᵀ / √d_k, hidden keys masked)) values through the fused
-// op, with the module's policy for fully masked rows (Note [fully masked rows] in engine/ops.h).
+// op, with the module's policy for fully masked rows (Note [fully masked rows] in engine/ops/attention.h).
 // hidden is b8, true = hidden, broadcast to the scores (…, T, T); undefined: none. The weights
 // (after dropout, as PyTorch's need_weights) are kept in `kept`. dropout may be null; it draws
 // its mask from the module's generator in the same order as the Dropout module would.

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/ops.h"
+#include "engine/ops/options.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 
@@ -22,7 +22,7 @@ namespace ag::nn {
 // weights of the last forward, and what a query whose keys are all hidden gets (an all-padding
 // sequence, or left padding under a causal mask). The seeds' classes choose MaskedRows::zero:
 // zero weights, a zero context and zero gradient, so one empty sequence does not poison the
-// batch; PyTorch gives NaN there (MaskedRows::nan). Note [fully masked rows] in engine/ops.h.
+// batch; PyTorch gives NaN there (MaskedRows::nan). Note [fully masked rows] in engine/ops/attention.h.
 // Every class runs the fused ag::scaled_dot_product_attention.
 class AttentionModule : public UnaryModule {
  public:

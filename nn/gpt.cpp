@@ -3,6 +3,12 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/dropout.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/shape.h"
 
 namespace ag::nn {
 

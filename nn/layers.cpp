@@ -3,6 +3,12 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/dropout.h"
+#include "engine/ops/index.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/pointwise.h"
 
 namespace ag::nn {
 
@@ -92,6 +98,10 @@ std::string LayerNorm::extra_repr() const {
   for (int64_t s : normalized_shape) sizes += std::to_string(s) + ",";
   return fmt::format("({}), eps={}, elementwise_affine={}", sizes, eps, weight.defined() ? "True" : "False");
 }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximation); }
 
 std::string GELU::extra_repr() const {
   return approximation == GeluApproximation::tanh ? "approximate='tanh'" : "approximate='none'";

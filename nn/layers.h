@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/ops.h"
+#include "engine/ops/options.h"
 #include "nn/module.h"
 
 namespace ag::nn {
@@ -72,14 +72,14 @@ class LayerNorm : public UnaryModule {
 
 class ReLU : public UnaryModule {
  public:
-  Tensor forward(const Tensor& x) override { return relu(x); }
+  Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "ReLU"; }
 };
 
 class GELU : public UnaryModule {
  public:
   explicit GELU(GeluApproximation approximation = GeluApproximation::none) : approximation(approximation) {}
-  Tensor forward(const Tensor& x) override { return gelu(x, approximation); }
+  Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "GELU"; }
   std::string extra_repr() const override;
 

@@ -1,10 +1,10 @@
 // Losses as modules, with PyTorch's names and defaults: loss(input, target) calls the engine's
-// loss op (engine/ops.h) with the module's reduction.
+// loss op (engine/ops/loss.h) with the module's reduction.
 #pragma once
 
 #include <string>
 
-#include "engine/ops.h"
+#include "engine/ops/loss.h"
 #include "nn/module.h"
 
 namespace ag::nn {

@@ -1,6 +1,10 @@
 #include "nn/seq2seq.h"
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/shape.h"
 
 namespace ag::nn::seed004 {
 

@@ -12,12 +12,12 @@
 // (T, T) hides the future. Each head runs the fused ag::scaled_dot_product_attention; a query
 // whose keys are all hidden gets masked_rows' treatment: zeros (MaskedRows::zero), like the
 // seed classes of nn/attention.h, where the seed's -1e9 fill gave uniform weights (Note [fully
-// masked rows] in engine/ops.h; seed 004's data never hides a whole row).
+// masked rows] in engine/ops/attention.h; seed 004's data never hides a whole row).
 #pragma once
 
 #include <memory>
 
-#include "engine/ops.h"
+#include "engine/ops/options.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 

@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "engine/ops.h"
+#include "engine/ops/options.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 
@@ -30,7 +30,7 @@ class NonDynamicallyQuantizableLinear : public Linear {
 // dropout on the attention weights in training mode. Masks read as PyTorch's: b8 attn_mask (T, S) and
 // key_padding_mask (N, S), TRUE = NOT allowed to attend (the opposite of scaled_dot_product_attention's
 // attn_mask). A query with every key masked gets masked_rows' treatment (PyTorch's NaN by default:
-// Note [fully masked rows] in engine/ops.h).
+// Note [fully masked rows] in engine/ops/attention.h).
 class PackedMultiheadAttention : public Module {
  public:
   PackedMultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0,

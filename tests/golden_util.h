@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
 #include "engine/safetensors.h"
 #include "nn/module.h"
 #include "tests/test_util.h"

@@ -23,6 +23,13 @@
 #include <vector>
 
 #include "engine/attograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
 #include "tools/commands.h"
@@ -210,7 +217,8 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--iters", args->iters, "Timed iterations (x10 for T <= 6)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->add_option("--kernel", args->kernel, "attention: the op's kernel (Note [streaming attention] in engine/ops.h)")
+  cmd->add_option("--kernel", args->kernel,
+                  "attention: the op's kernel (Note [streaming attention] in engine/ops/attention.h)")
       ->check(CLI::IsMember({"automatic", "streaming", "materialising"}))
       ->capture_default_str();
   cmd->add_flag("--json", args->json,

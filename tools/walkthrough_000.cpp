@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/shape.h"
+#include "engine/ops/softmax.h"
 #include "nn/layers.h"
 #include "tools/printed_values.h"
 

@@ -9,7 +9,12 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/dropout.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
+#include "engine/ops/softmax.h"
 #include "nn/attention.h"
 #include "nn/layers.h"
 #include "tools/printed_values.h"

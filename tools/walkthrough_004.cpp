@@ -3,7 +3,9 @@
 // decoder, built by the library's seed 004 classes with PyTorch's generator (RngStyle::torch).
 // The printed blocks below are the notebook's outputs, copied verbatim.
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/shape.h"
 #include "nn/seq2seq.h"
 #include "tools/printed_values.h"
 

@@ -13,7 +13,14 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
+#include "engine/ops/softmax.h"
 #include "tools/commands.h"
 #include "tools/printed_values.h"
 

@@ -5,34 +5,34 @@
 // batch-broadcast mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node,
 // one fused backward each; under create_graph the backward is built from engine ops instead
 // (double backward).
+#include "engine/ops/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "engine/autograd.h"
+#include "engine/kernels/attention.h"
 #include "engine/kernels/broadcast.h"
-#include "engine/kernels/fast.h"
+#include "engine/kernels/check.h"
+#include "engine/kernels/dropout.h"
 #include "engine/kernels/flash_attention.h"
-#include "engine/ops.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/softmax.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 #include "engine/registry.h"
 
 namespace ag {
 
 namespace {
 
-// The problem's sizes and the masks that shape the scores.
-struct AttentionPlan {
-  int64_t B = 0, H = 0, T = 0, S = 0, d = 0, dv = 0;
-  double scale = 1;
-  bool causal = false;
-  bool zero_masked_rows = false;  // MaskedRows::zero
-  Shape mask_strides;             // attn_mask's strides read as (B, H, T, S), 0 along broadcast dims
-  bool streaming = false;         // Note [streaming attention]
-};
-
 void check_operand(const char* what, const Tensor& t) {
-  AG_CHECK(t.defined(), "scaled_dot_product_attention: {} is undefined", what);
-  AG_CHECK(t.dim() == 4 && is_floating(t.dtype()),
+  check_floating("scaled_dot_product_attention", what, t);
+  AG_CHECK(t.dim() == 4,
            "scaled_dot_product_attention: expected {} as a floating (B, H, T, d) tensor, got {} of shape {}", what,
            dtype_name(t.dtype()), shape_str(t.shape()));
 }
@@ -56,9 +56,7 @@ void check_masks(const AttentionPlan& p, const Tensor& q, const Tensor& attn_mas
 }
 
 // Below this many scores per head (T·S) the materialising kernel is faster: its few large oneDNN
-// calls beat per-block loops on small heads. Measured (`attograd bench attention --kernel`, 2
-// threads, fwd+bwd): streaming 0.78x at (16,4,6,3), 0.91x at (16,64,64,4), 0.96x at (8,64,256,8),
-// 1.05x at (8,128,256,8) (tools/bench/README.md, "Streaming attention").
+// calls beat per-block loops on small heads (tools/bench/README.md, "Streaming attention").
 constexpr int64_t kStreamingMinScores = 128 * 128;
 
 bool streams(const AttentionOptions& o, const AttentionPlan& p) {
@@ -96,78 +94,6 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   return p;
 }
 
-// The kernels' view of the plan and the masks (pointers into the tensors and into p).
-template <typename F>
-kernels::FlashProblem<F> flash_problem(const AttentionPlan& p, const Tensor& attn_mask,
-                                       const Tensor& key_padding_mask) {
-  kernels::FlashProblem<F> f{.B = p.B, .H = p.H, .T = p.T, .S = p.S, .d = p.d, .dv = p.dv};
-  f.scale = static_cast<F>(p.scale);
-  f.causal = p.causal;
-  f.zero_masked_rows = p.zero_masked_rows;
-  if (key_padding_mask.defined()) f.padded = key_padding_mask.data<bool>();
-  if (attn_mask.defined()) {
-    if (attn_mask.dtype() == DType::b8) f.takes_part = attn_mask.data<bool>();
-    if (attn_mask.dtype() != DType::b8) f.added = attn_mask.data<F>();
-    f.mask_strides = p.mask_strides.data();
-  }
-  return f;
-}
-
-// scores (B, H, T, S) in place: -inf where causal (j > i), padded (key_padding_mask[b, j]) or a
-// b8 attn_mask is false; + attn_mask where it is additive.
-template <typename T>
-void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, const Tensor& key_padding_mask) {
-  const kernels::FlashProblem<T> problem = flash_problem<T>(p, attn_mask, key_padding_mask);
-  parallel_for(p.B * p.H * p.T, p.S, [&](int64_t row) {
-    kernels::mask_scores(problem, scores + row * p.S, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, p.S);
-  });
-}
-
-// (B, H, T, 1) b8, true for the queries whose scores are all -inf (Note [fully masked rows]);
-// undefined when there are none.
-template <typename T>
-Tensor fully_masked_rows(const T* scores, const AttentionPlan& p) {
-  Tensor rows = zeros({p.B, p.H, p.T, 1}, DType::b8);
-  bool* empty_row = rows.data<bool>();
-  bool any = false;
-  for (int64_t row = 0; row < p.B * p.H * p.T; ++row) {
-    const T* s = scores + row * p.S;  // (S)
-    empty_row[row] = std::all_of(s, s + p.S, [](T v) { return v == -std::numeric_limits<T>::infinity(); });
-    any = any || empty_row[row];
-  }
-  return any ? rows : Tensor();
-}
-
-// The masked scores' softmax, and its fully masked rows (undefined if none).
-struct MaskedWeights {
-  Tensor weights;     // (B, H, T, S)
-  Tensor empty_rows;  // (B, H, T, 1) b8
-};
-
-// weights = softmax(scale · q @ kᵀ, masked), (B, H, T, S); rows with every key masked are NaN, or
-// zero under MaskedRows::zero.
-MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
-                                const Tensor& key_padding_mask) {
-  Tensor scores = matmul_forward(q, k, false, true, p.scale);  // (B, H, T, S)
-  Tensor empty_rows;                                           // (B, H, T, 1)
-  if (p.causal || attn_mask.defined() || key_padding_mask.defined())
-    dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
-      apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask);
-      empty_rows = fully_masked_rows(scores.data<T>(), p);
-    });
-  Tensor weights = softmax_forward(scores, -1, false);  // (B, H, T, S)
-  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill(weights, empty_rows, 0.0);
-  return {weights, empty_rows};
-}
-
-// The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.
-Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask) {
-  Tensor mask = zeros({p.B, p.H, p.T, p.S}, dtype);
-  dispatch_floating(dtype, "scaled_dot_product_attention",
-                    [&]<typename T>() { apply_masks(mask.data<T>(), p, attn_mask, key_padding_mask); });
-  return mask;
-}
-
 // Both nodes save {q, k, v, attn_mask, key_padding_mask, …}: the materialising one then
 // {weights, keep, empty_rows}, the streaming one {out, lse}.
 enum Saved { kQ, kK, kV, kAttnMask, kKeyPadding, kWeightsOrOut, kKeepOrLse, kEmptyRows };
@@ -198,62 +124,19 @@ std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const 
   return grads;
 }
 
-// The fused backward from the weights w (B, H, T, S), keep (B, H, T, S) and empty_rows
-// (B, H, T, 1), each possibly undefined.
-std::vector<Tensor> attention_backward_materialised(const BackwardContext& c, const AttentionPlan& p, const Tensor& w,
-                                                    const Tensor& keep, const Tensor& empty_rows) {
-  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-  const Tensor wd = keep.defined() ? mul(w, keep) : w;                // (B, H, T, S)
-  Tensor dw = matmul_forward(c.grad, c.saved[kV], false, true, 1.0);  // dWd = g @ vᵀ, (B, H, T, S)
-  if (keep.defined()) dw = mul(dw, keep);                             // Wd = W ⊙ keep
-  Tensor ds = softmax_backward_data(w, dw, -1);                       // W = softmax(S): (B, H, T, S)
-  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);    // S = masked scores: no gradient
-  std::vector<Tensor> grads(3);
-  if (c.needs_grad[0]) grads[0] = matmul_forward(ds, c.saved[kK], false, false, p.scale);  // (B, H, T, d)
-  if (c.needs_grad[1]) grads[1] = matmul_forward(ds, c.saved[kQ], true, false, p.scale);   // (B, H, S, d)
-  if (c.needs_grad[2]) grads[2] = matmul_forward(wd, c.grad, true, false, 1.0);            // (B, H, S, dv)
-  return grads;
+// {q, k, v, attn_mask, key_padding_mask} as the node saved them.
+AttentionTensors saved_tensors(const BackwardContext& c) {
+  return {c.saved[kQ], c.saved[kK], c.saved[kV], c.saved[kAttnMask], c.saved[kKeyPadding]};
 }
-
-// (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);
-// undefined when there are none.
-Tensor rows_without_keys(const Tensor& lse) {
-  Tensor rows = zeros({lse.size(0), lse.size(1), lse.size(2), 1}, DType::b8);
-  bool any = false;
-  dispatch_floating(lse.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
-    const T* l = lse.data<T>();
-    for (int64_t row = 0; row < lse.numel(); ++row) {
-      rows.data<bool>()[row] = l[row] == -std::numeric_limits<T>::infinity();
-      any = any || rows.data<bool>()[row];
-    }
-  });
-  return any ? rows : Tensor();
-}
-
-// The streaming kernel's backward: dq, dk, dv from q, k, v, out, lse and the output's gradient.
-std::vector<Tensor> attention_backward_streamed(const BackwardContext& c, const AttentionPlan& p) {
-  std::vector<Tensor> grads = {empty(c.saved[kQ].shape(), c.grad.dtype()), empty(c.saved[kK].shape(), c.grad.dtype()),
-                               empty(c.saved[kV].shape(), c.grad.dtype())};  // dq, dk, dv
-  dispatch_floating(c.grad.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
-    kernels::flash_attention_backward(flash_problem<F>(p, c.saved[kAttnMask], c.saved[kKeyPadding]),
-                                      c.saved[kQ].data<F>(), c.saved[kK].data<F>(), c.saved[kV].data<F>(),
-                                      c.saved[kWeightsOrOut].data<F>(), c.saved[kKeepOrLse].data<F>(), c.grad.data<F>(),
-                                      grads[0].data<F>(), grads[1].data<F>(), grads[2].data<F>());
-  });
-  for (int i = 0; i < 3; ++i)
-    if (!c.needs_grad[i]) grads[i] = Tensor();
-  return grads;
+std::array<bool, 3> needs_grads(const BackwardContext& c) {
+  return {c.needs_grad[0], c.needs_grad[1], c.needs_grad[2]};
 }
 
 // Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights.
 Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                            const AttentionPlan& plan) {
-  Tensor out = empty({plan.B, plan.H, plan.T, plan.dv}, q.dtype());  // (B, H, T, dv)
-  Tensor lse = empty({plan.B, plan.H, plan.T}, q.dtype());           // (B, H, T)
-  dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
-    kernels::flash_attention_forward(flash_problem<F>(plan, o.attn_mask, o.key_padding_mask), q.data<F>(), k.data<F>(),
-                                     v.data<F>(), out.data<F>(), lse.data<F>());
-  });
+  Tensor lse;                                                                                       // (B, H, T)
+  Tensor out = attention_streaming_forward(plan, {q, k, v, o.attn_mask, o.key_padding_mask}, lse);  // (B, H, T, dv)
   record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse},
          [plan](const BackwardContext& c) {
            // out = softmax(scale · q @ kᵀ + masks) @ v, the weights recomputed as e^(scores − lse)
@@ -263,9 +146,10 @@ Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
              const Tensor w = attention_weights(c.saved[kQ], c.saved[kK], plan, c.saved[kAttnMask],
                                                 c.saved[kKeyPadding])
                                   .weights;  // (B, H, T, S)
-             return attention_backward_materialised(c, plan, w, {}, empty_rows);
+             return attention_backward_from_weights(plan, saved_tensors(c), c.grad, w, {}, empty_rows, needs_grads(c));
            }
-           return attention_backward_streamed(c, plan);
+           return attention_backward_streaming(plan, saved_tensors(c), c.grad, c.saved[kWeightsOrOut],
+                                               c.saved[kKeepOrLse], needs_grads(c));
          });
   return out;
 }
@@ -287,7 +171,8 @@ Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor
            // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v
            const Tensor& keep = c.saved[kKeepOrLse];
            if (grad_enabled()) return attention_backward_recorded(c, plan, keep, c.saved[kEmptyRows]);  // create_graph
-           return attention_backward_materialised(c, plan, c.saved[kWeightsOrOut], keep, c.saved[kEmptyRows]);
+           return attention_backward_from_weights(plan, saved_tensors(c), c.grad, c.saved[kWeightsOrOut], keep,
+                                                  c.saved[kEmptyRows], needs_grads(c));
          });
   return {out, o.need_weights ? dropped : Tensor()};
 }

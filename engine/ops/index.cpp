@@ -1,35 +1,18 @@
 // Index ops: index_select gathers slices of x along one dim; embedding gathers rows of a weight
 // matrix. Both are one gather/scatter-add pair underneath, each the other's backward, so the
 // gradient of a gradient works. Indices are i64 and checked against the indexed size.
-#include <algorithm>
-#include <cstring>
-#include <optional>
+#include "engine/ops/index.h"
 
 #include "engine/autograd.h"
-#include "engine/kernels/parallel.h"
-#include "engine/ops.h"
+#include "engine/kernels/check.h"
+#include "engine/kernels/index.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/shape.h"
 #include "engine/registry.h"
 
 namespace ag {
 
 namespace {
-
-// x viewed as (outer, size, inner) around the indexed dim `dim`.
-struct Around {
-  int64_t outer = 1;
-  int64_t size = 1;
-  int64_t inner = 1;
-};
-
-Around around(const Shape& shape, int64_t dim) {
-  Around a;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim) a.outer *= shape[d];
-    if (d > dim) a.inner *= shape[d];
-  }
-  a.size = shape[dim];
-  return a;
-}
 
 void check_index_dtype(std::string_view op, const Tensor& index) {
   AG_CHECK(index.defined(), "{}: the indices are undefined", op);
@@ -50,57 +33,6 @@ void check_index_range(std::string_view op, const Tensor& index, int64_t size, s
     fail("{}: index {} at position {} of the indices {} is out of range for {}; expected an index in [0, {})", op,
          pi[p], shape_str(position), shape_str(index.shape()), what, size);
   }
-}
-
-// out (outer, n, inner) = x (outer, size, inner) at rows index[k] of the middle dim; a row whose
-// index equals zero_row (if ≥ 0) reads as zeros. Any dtype; index already range-checked.
-Tensor gather_kernel(const Tensor& x, int64_t dim, const Tensor& index, const Shape& out_shape, int64_t zero_row) {
-  const Around a = around(x.shape(), dim);
-  const int64_t n = index.numel();
-  Tensor out = empty(out_shape, x.dtype());
-  const size_t row_bytes = static_cast<size_t>(a.inner) * dtype_size(x.dtype());
-  const auto* px = static_cast<const unsigned char*>(x.raw_data());
-  auto* po = static_cast<unsigned char*>(out.raw_data());
-  const int64_t* pi = index.data<int64_t>();
-  parallel_for(a.outer * n, a.inner, [&](int64_t r) {  // r = o·n + k
-    const int64_t o = r / n;
-    const int64_t k = r % n;
-    unsigned char* dst = po + static_cast<size_t>(r) * row_bytes;
-    if (pi[k] == zero_row) {
-      std::memset(dst, 0, row_bytes);
-    } else {
-      std::memcpy(dst, px + static_cast<size_t>(o * a.size + pi[k]) * row_bytes, row_bytes);
-    }
-  });
-  return out;
-}
-
-// out (outer, size, inner) = 0, then out[o, index[k], :] += g[o, k, :] for every k whose index is
-// not skip_row. Parallel over (o, block of columns): no two threads write one element, and each
-// element sums its contributions in the order of k (deterministic).
-Tensor scatter_add_kernel(const Tensor& g, const Shape& in_shape, int64_t dim, const Tensor& index, int64_t skip_row) {
-  const Around a = around(in_shape, dim);
-  const int64_t n = index.numel();
-  Tensor out = zeros(in_shape, g.dtype());
-  constexpr int64_t kBlock = 256;
-  const int64_t blocks = (a.inner + kBlock - 1) / kBlock;
-  dispatch_floating(g.dtype(), "index_add", [&]<typename T>() {
-    const T* pg = g.data<T>();
-    T* po = out.data<T>();
-    const int64_t* pi = index.data<int64_t>();
-    parallel_for(a.outer * blocks, n * kBlock, [&](int64_t item) {
-      const int64_t o = item / blocks;
-      const int64_t j0 = (item % blocks) * kBlock;
-      const int64_t j1 = std::min(a.inner, j0 + kBlock);
-      for (int64_t k = 0; k < n; ++k) {
-        if (pi[k] == skip_row) continue;
-        const T* src = pg + (o * n + k) * a.inner;
-        T* dst = po + (o * a.size + pi[k]) * a.inner;
-        for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
-      }
-    });
-  });
-  return out;
 }
 
 Tensor index_add_zeros(const Tensor& g, const Shape& in_shape, int64_t dim, const Tensor& index, int64_t pad);
@@ -141,7 +73,7 @@ Tensor index_add_zeros(const Tensor& g, const Shape& in_shape, int64_t dim, cons
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  AG_CHECK(x.defined(), "index_select: the input is undefined");
+  check_defined("index_select", "input", x);
   AG_CHECK(x.dim() > 0, "index_select: cannot index a 0-d tensor");
   const int64_t d = normalize_dim("index_select", dim, x.dim());
   check_index_dtype("index_select", index);
@@ -155,11 +87,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
-  AG_CHECK(weight.defined(), "embedding: the weight is undefined");
+  check_floating("embedding", "weight", weight);
   AG_CHECK(weight.dim() == 2, "embedding: expected a 2-D weight (num_embeddings, embedding_dim), got shape {}",
            shape_str(weight.shape()));
-  AG_CHECK(is_floating(weight.dtype()), "embedding: expected a floating weight (f32 or f64), got {} of shape {}",
-           dtype_name(weight.dtype()), shape_str(weight.shape()));
   check_index_dtype("embedding", indices);
   const int64_t rows = weight.shape()[0];
   const int64_t pad = padding_index("embedding", padding_idx, rows);

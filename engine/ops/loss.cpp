@@ -1,12 +1,20 @@
 // Losses: mse_loss, binary_cross_entropy_with_logits, cross_entropy. Each is one fused forward
 // kernel (accumulating in double) with its own node; the backwards are engine ops, so they are
 // differentiable again.
+#include "engine/ops/loss.h"
+
 #include <algorithm>
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/kernels/check.h"
 #include "engine/kernels/parallel.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/index.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
+#include "engine/ops/softmax.h"
 #include "engine/registry.h"
 
 namespace ag {
@@ -28,10 +36,9 @@ std::string_view reduction_name(Reduction reduction) {
 // An elementwise loss of two same-shape floating tensors.
 void check_pair(std::string_view op, std::string_view first, const Tensor& a, std::string_view second,
                 const Tensor& b) {
-  AG_CHECK(a.defined() && b.defined(), "{}: the {} is undefined", op, a.defined() ? second : first);
-  AG_CHECK(is_floating(a.dtype()) && a.dtype() == b.dtype(),
-           "{}: expected {} and {} of the same floating dtype (f32 or f64), got {} {} and {} {}", op, first, second,
-           dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()));
+  check_floating(op, first, a);
+  check_floating(op, second, b);
+  check_same_dtype(op, a, b);
   AG_CHECK(a.shape() == b.shape(), "{}: {} shape {} and {} shape {} differ; expected the same shape (no broadcasting)",
            op, first, shape_str(a.shape()), second, shape_str(b.shape()));
 }
@@ -101,10 +108,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // gradient; the mean divides by the number of other rows. If every row is ignored, the mean is
 // 0/0 = NaN, as in PyTorch, and the gradient is zero, as in PyTorch.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
-  AG_CHECK(logits.defined() && target.defined(), "cross_entropy: the {} is undefined",
-           logits.defined() ? "target" : "logits");
-  AG_CHECK(is_floating(logits.dtype()), "cross_entropy: expected floating logits (f32 or f64), got {} of shape {}",
-           dtype_name(logits.dtype()), shape_str(logits.shape()));
+  check_floating("cross_entropy", "logits", logits);
+  check_defined("cross_entropy", "target", target);
   AG_CHECK(target.dtype() == DType::i64, "cross_entropy: expected i64 class-index targets, got {} of shape {}",
            dtype_name(target.dtype()), shape_str(target.shape()));
   AG_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0),

@@ -1,10 +1,14 @@
 // Masking ops: masked_fill and where select elementwise under a b8 mask (numpy broadcasting);
 // triu/tril keep one triangle of the last two dims; causal_mask builds attention's (T, T) mask.
+#include "engine/ops/mask.h"
+
 #include <cmath>
 
 #include "engine/autograd.h"
 #include "engine/kernels/broadcast.h"
-#include "engine/ops.h"
+#include "engine/kernels/check.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/reduce.h"
 #include "engine/registry.h"
 
 namespace ag {
@@ -12,21 +16,15 @@ namespace ag {
 namespace {
 
 void check_mask(std::string_view op, std::string_view what, const Tensor& mask) {
-  AG_CHECK(mask.defined(), "{}: the {} is undefined", op, what);
+  check_defined(op, what, mask);
   AG_CHECK(mask.dtype() == DType::b8, "{}: expected a b8 (bool) {}, got {} of shape {} (build one with gt/lt)", op,
            what, dtype_name(mask.dtype()), shape_str(mask.shape()));
-}
-
-void check_floating(std::string_view op, std::string_view what, const Tensor& x) {
-  AG_CHECK(x.defined(), "{}: the {} is undefined", op, what);
-  AG_CHECK(is_floating(x.dtype()), "{}: expected a floating {} (f32 or f64), got {} of shape {}", op, what,
-           dtype_name(x.dtype()), shape_str(x.shape()));
 }
 
 // Keeps x[..., i, j] where keep(j - i) holds, zero elsewhere. Parallel over rows of the last dim.
 template <typename Keep>
 Tensor triangle_kernel(std::string_view op, const Tensor& x, Keep keep) {
-  AG_CHECK(x.defined(), "{}: the input is undefined", op);
+  check_defined(op, "input", x);
   AG_CHECK(x.dim() >= 2, "{}: expected a tensor with at least 2 dims (a matrix or a batch of them), got shape {}", op,
            shape_str(x.shape()));
   const int64_t rows = x.size(-2);

@@ -1,12 +1,15 @@
 // Shape ops. reshape, flatten, unsqueeze and squeeze are views: they share storage (and so the
 // version counter) with their input. transpose, permute, cat, stack, split, chunk, slice and
 // narrow copy.
+#include "engine/ops/shape.h"
+
 #include <algorithm>
 #include <type_traits>
 
 #include "engine/autograd.h"
+#include "engine/kernels/check.h"
 #include "engine/kernels/parallel.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
 #include "engine/registry.h"
 
 namespace ag {
@@ -164,7 +167,7 @@ void check_tensor_list(std::string_view op, const std::vector<Tensor>& tensors) 
 }  // namespace
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
-  AG_CHECK(x.defined(), "reshape: the input is undefined");
+  check_defined("reshape", "input", x);
   Shape resolved = shape;
   int64_t known = 1;
   int64_t infer_at = -1;
@@ -194,7 +197,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  AG_CHECK(x.defined(), "flatten: the input is undefined");
+  check_defined("flatten", "input", x);
   if (x.dim() == 0) return reshape(x, {1});
   const int64_t start = normalize_dim("flatten", start_dim, x.dim());
   const int64_t end = normalize_dim("flatten", end_dim, x.dim());
@@ -206,7 +209,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  AG_CHECK(x.defined(), "unsqueeze: the input is undefined");
+  check_defined("unsqueeze", "input", x);
   const int64_t d = normalize_dim("unsqueeze", dim, x.dim() + 1);
   Shape shape = x.shape();
   shape.insert(shape.begin() + d, 1);
@@ -214,7 +217,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
-  AG_CHECK(x.defined(), "squeeze: the input is undefined");
+  check_defined("squeeze", "input", x);
   if (x.dim() == 0) return x;
   const int64_t d = normalize_dim("squeeze", dim, x.dim());
   if (x.shape()[d] != 1) return x;
@@ -224,7 +227,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor squeeze(const Tensor& x) {
-  AG_CHECK(x.defined(), "squeeze: the input is undefined");
+  check_defined("squeeze", "input", x);
   Shape shape;
   for (int64_t size : x.shape())
     if (size != 1) shape.push_back(size);
@@ -232,7 +235,7 @@ Tensor squeeze(const Tensor& x) {
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  AG_CHECK(x.defined(), "transpose: the input is undefined");
+  check_defined("transpose", "input", x);
   const int64_t d0 = normalize_dim("transpose", dim0, x.dim());
   const int64_t d1 = normalize_dim("transpose", dim1, x.dim());
   if (d0 == d1) return x;
@@ -248,7 +251,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
-  AG_CHECK(x.defined(), "permute: the input is undefined");
+  check_defined("permute", "input", x);
   AG_CHECK(static_cast<int64_t>(dims.size()) == x.dim(), "permute: got {} dims for a tensor of shape {} ({} dims)",
            dims.size(), shape_str(x.shape()), x.dim());
   std::vector<int64_t> perm(dims.size());
@@ -335,7 +338,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  AG_CHECK(x.defined(), "split: the input is undefined");
+  check_defined("split", "input", x);
   AG_CHECK(x.dim() > 0, "split: cannot split a 0-d tensor");
   const int64_t d = normalize_dim("split", dim, x.dim());
   AG_CHECK(split_size >= 1, "split: expected split_size >= 1, got {} (input {})", split_size, shape_str(x.shape()));
@@ -349,7 +352,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
-  AG_CHECK(x.defined(), "chunk: the input is undefined");
+  check_defined("chunk", "input", x);
   AG_CHECK(x.dim() > 0, "chunk: cannot chunk a 0-d tensor");
   AG_CHECK(chunks >= 1, "chunk: expected chunks >= 1, got {} (input {})", chunks, shape_str(x.shape()));
   const int64_t size = x.shape()[normalize_dim("chunk", dim, x.dim())];
@@ -364,7 +367,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  AG_CHECK(x.defined(), "slice: the input is undefined");
+  check_defined("slice", "input", x);
   AG_CHECK(x.dim() > 0, "slice: cannot slice a 0-d tensor");
   const int64_t d = normalize_dim("slice", dim, x.dim());
   AG_CHECK(step >= 1, "slice: expected step >= 1, got {} (input {}, dim {})", step, shape_str(x.shape()), d);
@@ -372,7 +375,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  AG_CHECK(x.defined(), "narrow: the input is undefined");
+  check_defined("narrow", "input", x);
   AG_CHECK(x.dim() > 0, "narrow: cannot narrow a 0-d tensor");
   const int64_t d = normalize_dim("narrow", dim, x.dim());
   const int64_t size = x.shape()[d];

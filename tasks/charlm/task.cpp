@@ -10,7 +10,9 @@
 
 #include "engine/autograd.h"
 #include "engine/json.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/shape.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "tasks/common/corpus.h"

@@ -3,6 +3,9 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "tasks/sentiment/data.h"
 
 namespace ag::sentiment {

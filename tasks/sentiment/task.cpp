@@ -11,7 +11,10 @@
 
 #include "engine/autograd.h"
 #include "engine/json.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"

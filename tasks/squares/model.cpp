@@ -1,6 +1,7 @@
 #include "tasks/squares/model.h"
 
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/shape.h"
 #include "nn/seq2seq.h"
 #include "nn/transformer.h"
 

@@ -3,6 +3,8 @@
 // (tiny shapes on the loops, large ones on oneDNN); its streaming kernel equals the materialising
 // one, over several blocks, with fully masked rows, bit for bit at any thread count; and its
 // errors name what is wrong.
+#include "engine/ops/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +14,13 @@
 
 #include "engine/autograd.h"
 #include "engine/kernels/onednn.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/dropout.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
+#include "engine/ops/softmax.h"
 #include "engine/threads.h"
 #include "tests/test_util.h"
 

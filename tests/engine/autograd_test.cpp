@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "tests/test_util.h"
 
 namespace ag {

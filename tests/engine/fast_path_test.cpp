@@ -11,9 +11,16 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/kernels/fast.h"
+#include "engine/kernels/matmul.h"
 #include "engine/kernels/onednn.h"
-#include "engine/ops.h"
+#include "engine/kernels/softmax.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 #include "engine/threads.h"
 
 namespace ag {

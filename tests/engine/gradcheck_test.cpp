@@ -7,7 +7,8 @@
 #include <algorithm>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/pointwise.h"
 #include "tests/test_util.h"
 
 namespace ag {

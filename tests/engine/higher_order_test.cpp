@@ -5,7 +5,11 @@
 
 #include "engine/autograd.h"
 #include "engine/gradcheck.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
 #include "tests/test_util.h"
 
 namespace ag {

@@ -10,7 +10,12 @@
 #include <sstream>
 
 #include "engine/graph.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 
 namespace ag {
 namespace {

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "tests/test_util.h"
 
 namespace ag {

@@ -7,8 +7,13 @@
 #include <string>
 
 #include "engine/autograd.h"
-#include "engine/kernels/fast.h"
-#include "engine/ops.h"
+#include "engine/kernels/dropout.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/dropout.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "tests/test_util.h"
 
 namespace ag {

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "tests/test_util.h"
 
 namespace ag {

@@ -5,7 +5,8 @@
 #include <sstream>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/reduce.h"
 #include "tests/test_util.h"
 
 namespace ag {

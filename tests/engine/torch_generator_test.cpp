@@ -8,7 +8,8 @@
 #include <map>
 
 #include "engine/generator.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/dropout.h"
 #include "engine/safetensors.h"
 
 namespace ag {

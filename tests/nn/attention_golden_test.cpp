@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "nn/attention.h"
 #include "tests/golden_util.h"
 

@@ -10,6 +10,13 @@
 #include <set>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
+#include "engine/ops/softmax.h"
 #include "nn/transformer.h"
 #include "tests/golden_util.h"
 #include "tests/test_util.h"
@@ -315,7 +322,7 @@ bool graph_has(const Tensor& t, std::string_view name) {
 }
 
 // Every class runs the fused kernel, with and without key padding, in training and eval: the
-// policy for fully masked rows lives in one place (Note [fully masked rows] in engine/ops.h).
+// policy for fully masked rows lives in one place (Note [fully masked rows] in engine/ops/attention.h).
 TEST(AttentionProperties, EveryClassRunsTheFusedOp) {
   Generator gen(11);
   const Tensor x = randn({2, kTokens, kFeatures}, DType::f32, gen);

@@ -9,6 +9,9 @@
 #include <memory>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/reduce.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/optim.h"

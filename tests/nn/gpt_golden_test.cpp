@@ -5,6 +5,9 @@
 
 #include <sstream>
 
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/shape.h"
 #include "nn/gpt.h"
 #include "tests/golden_util.h"
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/shape.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn {

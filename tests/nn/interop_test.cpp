@@ -11,6 +11,10 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"

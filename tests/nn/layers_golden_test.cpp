@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/index.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
 #include "nn/layers.h"
 #include "tests/golden_util.h"
 

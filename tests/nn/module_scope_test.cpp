@@ -7,6 +7,9 @@
 
 #include "engine/graph.h"
 #include "engine/inspect.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/pointwise.h"
+#include "engine/ops/reduce.h"
 #include "nn/layers.h"
 #include "nn/seq2seq.h"
 #include "nn/transformer.h"

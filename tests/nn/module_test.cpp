@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/reduce.h"
 #include "nn/layers.h"
 #include "tests/test_util.h"
 

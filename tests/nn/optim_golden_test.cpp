@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "engine/ops/arithmetic.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/optim.h"

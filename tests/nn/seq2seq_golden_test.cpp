@@ -6,6 +6,9 @@
 #include <map>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/reduce.h"
 #include "nn/seq2seq.h"
 #include "tests/golden_util.h"
 

@@ -8,6 +8,11 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 #include "nn/transformer.h"
 #include "tests/test_util.h"
 

@@ -7,6 +7,9 @@
 #include <map>
 
 #include "engine/autograd.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/mask.h"
+#include "engine/ops/reduce.h"
 #include "nn/transformer.h"
 #include "tests/golden_util.h"
 

@@ -7,7 +7,8 @@
 #include <fstream>
 
 #include "engine/autograd.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/loss.h"
 #include "nn/optim.h"
 #include "tasks/common/embedded.h"
 #include "tasks/sentiment/data.h"

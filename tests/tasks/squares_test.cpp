@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "engine/generator.h"
-#include "engine/ops.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/shape.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
 #include "nn/checkpoint.h"

@@ -9,8 +9,13 @@
 
 #include "engine/attograd.h"
 #include "engine/kernels/dnnl_compat.h"
-#include "engine/kernels/fast.h"
+#include "engine/kernels/matmul.h"
 #include "engine/kernels/onednn.h"
+#include "engine/kernels/softmax.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/softmax.h"
 
 namespace ag {
 namespace {

@@ -1,0 +1,145 @@
+// The fused attention's kernels: the streaming (FlashAttention) forward and backward through
+// engine/kernels/flash_attention.h, and the materialising path's masked weights and fused
+// backward, built from the matmul and softmax kernels (and masked_fill / mul on tensors that
+// record nothing). The ops that record them are in engine/ops/attention.cpp.
+#include "engine/kernels/attention.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "engine/kernels/flash_attention.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/parallel.h"
+#include "engine/kernels/softmax.h"
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/mask.h"
+
+namespace ag {
+
+namespace {
+
+// The kernels' view of the plan and the masks (pointers into the tensors and into p).
+template <typename F>
+kernels::FlashProblem<F> flash_problem(const AttentionPlan& p, const Tensor& attn_mask,
+                                       const Tensor& key_padding_mask) {
+  kernels::FlashProblem<F> f{.B = p.B, .H = p.H, .T = p.T, .S = p.S, .d = p.d, .dv = p.dv};
+  f.scale = static_cast<F>(p.scale);
+  f.causal = p.causal;
+  f.zero_masked_rows = p.zero_masked_rows;
+  if (key_padding_mask.defined()) f.padded = key_padding_mask.data<bool>();
+  if (attn_mask.defined()) {
+    if (attn_mask.dtype() == DType::b8) f.takes_part = attn_mask.data<bool>();
+    if (attn_mask.dtype() != DType::b8) f.added = attn_mask.data<F>();
+    f.mask_strides = p.mask_strides.data();
+  }
+  return f;
+}
+
+// scores (B, H, T, S) in place: -inf where causal (j > i), padded (key_padding_mask[b, j]) or a
+// b8 attn_mask is false; + attn_mask where it is additive.
+template <typename T>
+void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  const kernels::FlashProblem<T> problem = flash_problem<T>(p, attn_mask, key_padding_mask);
+  parallel_for(p.B * p.H * p.T, p.S, [&](int64_t row) {
+    kernels::mask_scores(problem, scores + row * p.S, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, p.S);
+  });
+}
+
+// (B, H, T, 1) b8, true for the queries whose scores are all -inf (Note [fully masked rows]);
+// undefined when there are none.
+template <typename T>
+Tensor fully_masked_rows(const T* scores, const AttentionPlan& p) {
+  Tensor rows = zeros({p.B, p.H, p.T, 1}, DType::b8);
+  bool* empty_row = rows.data<bool>();
+  bool any = false;
+  for (int64_t row = 0; row < p.B * p.H * p.T; ++row) {
+    const T* s = scores + row * p.S;  // (S)
+    empty_row[row] = std::all_of(s, s + p.S, [](T v) { return v == -std::numeric_limits<T>::infinity(); });
+    any = any || empty_row[row];
+  }
+  return any ? rows : Tensor();
+}
+
+}  // namespace
+
+Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse) {
+  Tensor out = empty({p.B, p.H, p.T, p.dv}, t.q.dtype());  // (B, H, T, dv)
+  lse = empty({p.B, p.H, p.T}, t.q.dtype());               // (B, H, T)
+  dispatch_floating(t.q.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
+    kernels::flash_attention_forward(flash_problem<F>(p, t.attn_mask, t.key_padding_mask), t.q.data<F>(), t.k.data<F>(),
+                                     t.v.data<F>(), out.data<F>(), lse.data<F>());
+  });
+  return out;
+}
+
+std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
+                                                 const Tensor& out, const Tensor& lse, std::array<bool, 3> needs) {
+  std::vector<Tensor> grads = {empty(t.q.shape(), g.dtype()), empty(t.k.shape(), g.dtype()),
+                               empty(t.v.shape(), g.dtype())};  // dq, dk, dv
+  dispatch_floating(g.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
+    kernels::flash_attention_backward(flash_problem<F>(p, t.attn_mask, t.key_padding_mask), t.q.data<F>(),
+                                      t.k.data<F>(), t.v.data<F>(), out.data<F>(), lse.data<F>(), g.data<F>(),
+                                      grads[0].data<F>(), grads[1].data<F>(), grads[2].data<F>());
+  });
+  for (int i = 0; i < 3; ++i)
+    if (!needs[i]) grads[i] = Tensor();
+  return grads;
+}
+
+// zero under MaskedRows::zero.
+MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
+                                const Tensor& key_padding_mask) {
+  Tensor scores = matmul_forward(q, k, false, true, p.scale);  // (B, H, T, S)
+  Tensor empty_rows;                                           // (B, H, T, 1)
+  if (p.causal || attn_mask.defined() || key_padding_mask.defined())
+    dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+      apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask);
+      empty_rows = fully_masked_rows(scores.data<T>(), p);
+    });
+  Tensor weights = softmax_forward(scores, -1, false);  // (B, H, T, S)
+  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill(weights, empty_rows, 0.0);
+  return {weights, empty_rows};
+}
+
+// The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.
+Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  Tensor mask = zeros({p.B, p.H, p.T, p.S}, dtype);
+  dispatch_floating(dtype, "scaled_dot_product_attention",
+                    [&]<typename T>() { apply_masks(mask.data<T>(), p, attn_mask, key_padding_mask); });
+  return mask;
+}
+
+// The fused backward from the weights w (B, H, T, S), keep (B, H, T, S) and empty_rows
+// (B, H, T, 1), each possibly undefined: {dq, dk, dv}, each only where `needs` asks.
+std::vector<Tensor> attention_backward_from_weights(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
+                                                    const Tensor& w, const Tensor& keep, const Tensor& empty_rows,
+                                                    std::array<bool, 3> needs) {
+  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
+  const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
+  Tensor dw = matmul_forward(g, t.v, false, true, 1.0);             // dWd = g @ vᵀ, (B, H, T, S)
+  if (keep.defined()) dw = mul(dw, keep);                           // Wd = W ⊙ keep
+  Tensor ds = softmax_backward_data(w, dw, -1);                     // W = softmax(S): (B, H, T, S)
+  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);  // S = masked scores: no gradient
+  std::vector<Tensor> grads(3);
+  if (needs[0]) grads[0] = matmul_forward(ds, t.k, false, false, p.scale);  // (B, H, T, d)
+  if (needs[1]) grads[1] = matmul_forward(ds, t.q, true, false, p.scale);   // (B, H, S, d)
+  if (needs[2]) grads[2] = matmul_forward(wd, g, true, false, 1.0);         // (B, H, S, dv)
+  return grads;
+}
+
+// (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);
+// undefined when there are none.
+Tensor rows_without_keys(const Tensor& lse) {
+  Tensor rows = zeros({lse.size(0), lse.size(1), lse.size(2), 1}, DType::b8);
+  bool any = false;
+  dispatch_floating(lse.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+    const T* l = lse.data<T>();
+    for (int64_t row = 0; row < lse.numel(); ++row) {
+      rows.data<bool>()[row] = l[row] == -std::numeric_limits<T>::infinity();
+      any = any || rows.data<bool>()[row];
+    }
+  });
+  return any ? rows : Tensor();
+}
+
+}  // namespace ag

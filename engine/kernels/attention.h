@@ -1,0 +1,59 @@
+// The fused attention without recording. Shapes: q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv);
+// scores and weights (B, H, T, S). Note [streaming attention] in engine/ops/attention.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace ag {
+
+// The problem's sizes and the masks that shape the scores.
+struct AttentionPlan {
+  int64_t B = 0, H = 0, T = 0, S = 0, d = 0, dv = 0;
+  double scale = 1;
+  bool causal = false;
+  bool zero_masked_rows = false;  // MaskedRows::zero
+  Shape mask_strides;             // attn_mask's strides read as (B, H, T, S), 0 along broadcast dims
+  bool streaming = false;         // Note [streaming attention]
+};
+
+// The op's tensors: q, k, v and the two masks (either may be undefined).
+struct AttentionTensors {
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const Tensor& attn_mask;
+  const Tensor& key_padding_mask;
+};
+
+// Streaming: out (B, H, T, dv) and each query row's logsumexp, lse (B, H, T).
+Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse);
+// Its backward: {dq, dk, dv} from out, lse and the output's gradient g, each only where `needs` asks.
+std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
+                                                 const Tensor& out, const Tensor& lse, std::array<bool, 3> needs);
+
+// The masked scores' softmax, and its fully masked rows (undefined if none).
+struct MaskedWeights {
+  Tensor weights;     // (B, H, T, S)
+  Tensor empty_rows;  // (B, H, T, 1) b8
+};
+
+// weights = softmax(scale · q @ kᵀ, masked), (B, H, T, S); rows with every key masked are NaN, or
+// zero under MaskedRows::zero.
+MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
+                                const Tensor& key_padding_mask);
+// The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.
+Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask);
+// The materialising backward from the weights w, keep (dropout's scaled mask) and empty_rows.
+std::vector<Tensor> attention_backward_from_weights(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
+                                                    const Tensor& w, const Tensor& keep, const Tensor& empty_rows,
+                                                    std::array<bool, 3> needs);
+
+// (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);
+// undefined when there are none.
+Tensor rows_without_keys(const Tensor& lse);
+
+}  // namespace ag

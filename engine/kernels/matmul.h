@@ -1,0 +1,31 @@
+// The matrix product without recording: its plan (shapes, promotion, broadcasting, transposition
+// flags) and its kernels. ops/matmul.cpp records the backward; attention builds on it.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/tensor.h"
+
+namespace ag {
+
+// The shapes of one product. "Stored" shapes are the operands' own (promoted) shapes; the flags
+// say whether the kernel reads their last two dims swapped.
+struct MatmulPlan {
+  Shape a_shape;    // a promoted: (..., M, K), or (..., K, M) when ta
+  Shape b_shape;    // b promoted: (..., K, N), or (..., N, K) when tb
+  Shape batch;      // the broadcast batch dims
+  Shape out_shape;  // batch + (M, N), without the dims added by promotion
+  int64_t m = 0, k = 0, n = 0;
+  bool ta = false, tb = false;  // false for a 1-D operand: a vector is its own transpose
+};
+
+// Checks the operands (floating, same dtype, inner dims, broadcastable batch dims) and plans the product.
+MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b);
+
+// scale · (a @ b) as planned.
+Tensor run_matmul(const Tensor& a, const Tensor& b, const MatmulPlan& plan, double scale);
+
+// scale · (a @ b), with matmul's shapes, broadcasting and transposition flags.
+Tensor matmul_forward(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, double scale);
+
+}  // namespace ag

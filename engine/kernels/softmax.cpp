@@ -1,0 +1,150 @@
+// softmax and log_softmax over one dim, numerically stable (the row's max is subtracted first),
+// and softmax's backward in one pass: reference loops, the oneDNN path and the AVX clones.
+// Like PyTorch: a -inf entry gets exactly 0 weight (log-weight -inf); a row that is all -inf
+// gives NaN, since it has no finite entry to normalise by.
+#include "engine/kernels/softmax.h"
+
+#include <cmath>
+#include <limits>
+
+#include "engine/kernels/check.h"
+#include "engine/kernels/dnnl_compat.h"
+#include "engine/kernels/onednn.h"
+#include "engine/kernels/parallel.h"
+#include "engine/kernels/rows.h"
+
+namespace ag {
+
+namespace {
+
+// log = false: y = exp(x - max) / Σ;  log = true: y = x - max - log Σ.
+Tensor softmax_kernel(std::string_view op, const Tensor& x, const RowView& p, bool log) {
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const int64_t size = p.size, inner = p.inner;
+    parallel_for(p.rows(), 4 * size, [&](int64_t row) {
+      const int64_t base = p.offset(row);
+      const T* in = px + base;
+      T* y = po + base;
+      T max = -std::numeric_limits<T>::infinity();
+      for (int64_t k = 0; k < size; ++k) max = std::max(max, in[k * inner]);
+      // A NaN anywhere makes the row NaN, as in PyTorch (std::max above skips NaN). Σ is summed in
+      // double: in f32 its rounding would cost log_softmax ~1e-5 relative where log y is small.
+      double total = 0;
+      for (int64_t k = 0; k < size; ++k) {
+        const T e = std::exp(in[k * inner] - max);  // all -inf row: exp(-inf + inf) = NaN
+        if (!log) y[k * inner] = e;
+        total += e;
+      }
+      if (log) {
+        // (x - max) first: subtracting max + log Σ in one go would round at max's magnitude.
+        const double log_total = std::log(total);
+        for (int64_t k = 0; k < size; ++k) y[k * inner] = static_cast<T>((in[k * inner] - max) - log_total);
+      } else {
+        const T scale = static_cast<T>(1 / total);
+        for (int64_t k = 0; k < size; ++k) y[k * inner] *= scale;
+      }
+    });
+  });
+  return out;
+}
+
+// Below this many elements the loops above beat oneDNN's ~1 µs per call, and two threads
+// double a tiny softmax's time (tools/bench: BM_SoftmaxForward; tools/bench/README.md).
+constexpr int64_t kOneDnnSoftmaxMin = 256;
+
+// y = softmax(x) on oneDNN; false if oneDNN does not take it (or only as ref:any).
+bool softmax_onednn(const Tensor& x, Tensor& y, const RowView& p) {
+  const onednn::Dims dims{p.outer, p.size, p.inner};
+  onednn::Primitive* primitive =
+      onednn::cached({static_cast<int64_t>(onednn::Op::softmax), p.outer, p.size, p.inner}, x.numel(),
+                     [&] { return onednn::make_softmax(onednn::f32_desc(dims), 1); });
+  if (primitive == nullptr) return false;
+  onednn::execute(*primitive, {{DNNL_ARG_SRC, x.data<float>()}, {DNNL_ARG_DST, y.data<float>()}});
+  return true;
+}
+
+// log_softmax never runs on oneDNN: its logsoftmax subtracts max + log Σ in one step, ~800×
+// less accurate than PyTorch f32 for the most probable class (tests/engine/parity_test.cpp).
+Tensor run_softmax(std::string_view op, const Tensor& x, const RowView& p, bool log) {
+  if (!log && x.dtype() == DType::f32 && x.numel() >= kOneDnnSoftmaxMin) {
+    Tensor y = empty(x.shape(), x.dtype());
+    if (softmax_onednn(x, y, p)) return y;
+  }
+  return softmax_kernel(op, x, p, log);
+}
+
+// dx = y ⊙ (g − Σ g ⊙ y) along one contiguous row: two passes the compiler vectorises (AVX2
+// and FMA where the CPU has them; oneDNN 2.6 has only ref:any for this on AVX2).
+template <typename T>
+[[gnu::always_inline]] inline void softmax_backward_row_body(const T* y, const T* g, T* dx, int64_t size) {
+  // Σ g·y in double: in f32 its error depends on how the loop is vectorised (an unvectorised
+  // sanitizer build came out 5.6x behind PyTorch's f32 on a long row of the parity suite).
+  double dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t k = 0; k < size; ++k) dot += static_cast<double>(g[k]) * static_cast<double>(y[k]);
+  const T dot_t = static_cast<T>(dot);
+#pragma omp simd
+  for (int64_t k = 0; k < size; ++k) dx[k] = y[k] * (g[k] - dot_t);
+}
+[[gnu::target_clones("arch=haswell", "default")]] void softmax_backward_short_row(const float* y, const float* g,
+                                                                                  float* dx, int64_t size) {
+  softmax_backward_row_body(y, g, dx, size);
+}
+// Long f32 rows also get an AVX-512 clone: it ties oneDNN's jit:avx512_core on long rows, and its
+// longer set-up loses on short ones, hence the threshold (tools/bench/README.md, "Thresholds").
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void softmax_backward_long_row(const float* y,
+                                                                                                   const float* g,
+                                                                                                   float* dx,
+                                                                                                   int64_t size) {
+  softmax_backward_row_body(y, g, dx, size);
+}
+void softmax_backward_row(const float* y, const float* g, float* dx, int64_t size) {
+  constexpr int64_t kLongRowMin = 64;
+  if (size >= kLongRowMin) return softmax_backward_long_row(y, g, dx, size);
+  softmax_backward_short_row(y, g, dx, size);
+}
+[[gnu::target_clones("arch=haswell", "default")]] void softmax_backward_row(const double* y, const double* g,
+                                                                            double* dx, int64_t size) {
+  softmax_backward_row_body(y, g, dx, size);
+}
+
+// x viewed around dim, after checking x.
+RowView softmax_rows(std::string_view op, const Tensor& x, int64_t dim) {
+  check_floating(op, "input", x);
+  return row_view(x.shape(), normalize_dim(op, dim, x.dim()));
+}
+
+}  // namespace
+
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
+  const std::string_view op = log ? "log_softmax" : "softmax";
+  return run_softmax(op, x, softmax_rows(op, x, dim), log);
+}
+
+Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim) {
+  const RowView p = softmax_rows("softmax_backward", y, dim);
+  Tensor dx = empty(y.shape(), y.dtype());
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<typename T>() {
+    const T* py = y.data<T>();
+    const T* pg = g.data<T>();
+    T* pd = dx.data<T>();
+    const int64_t size = p.size, inner = p.inner;
+    if (inner == 1) {
+      parallel_for(p.outer, 3 * size,
+                   [&](int64_t row) { softmax_backward_row(py + row * size, pg + row * size, pd + row * size, size); });
+      return;
+    }
+    parallel_for(p.rows(), 3 * size, [&](int64_t row) {
+      const int64_t base = p.offset(row);  // a strided row
+      T dot = 0;
+      for (int64_t k = 0; k < size; ++k) dot += pg[base + k * inner] * py[base + k * inner];
+      for (int64_t k = 0; k < size; ++k) pd[base + k * inner] = py[base + k * inner] * (pg[base + k * inner] - dot);
+    });
+  });
+  return dx;
+}
+
+}  // namespace ag

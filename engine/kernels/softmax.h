@@ -1,0 +1,17 @@
+// Softmax kernels (no recording): the softmax ops and the fused attention build on them. f32 rows
+// past a measured size run on oneDNN, the rest on reference loops.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/tensor.h"
+
+namespace ag {
+
+// softmax (log = false) or log_softmax of x over dim.
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
+
+// The softmax backward in one pass: dx = y ⊙ (g − Σ_dim g ⊙ y), y the softmax output.
+Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim);
+
+}  // namespace ag

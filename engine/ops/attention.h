@@ -1,0 +1,49 @@
+// Fused scaled dot-product attention (attention.cpp): softmax(q @ kᵀ / √d + masks) @ v, with its
+// own backward.
+#pragma once
+
+#include "engine/generator.h"
+#include "engine/ops/options.h"
+#include "engine/tensor.h"
+
+namespace ag {
+
+// q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv) → output (B, H, T, dv). The boolean masks read as
+// in PyTorch, each under PyTorch's name for it:
+//   attn_mask broadcasts to (B, H, T, S): b8 as in torch's scaled_dot_product_attention, TRUE = the
+//     key TAKES PART (false = masked); or additive in q's dtype (-inf masks).
+//   key_padding_mask b8 (B, S) as in torch.nn.MultiheadAttention, TRUE = the key is padding (IGNORED).
+//   is_causal masks key j > query i.
+// dropout_p > 0 drops weights (draws from gen as dropout does). With need_weights, `weights` holds
+// the (B, H, T, S) weights that multiplied v (after dropout), for inspection: no gradient.
+//
+// Note [fully masked rows]: a query whose keys are all masked has no weights to normalise.
+// masked_rows says what it gets; every attention class of nn passes its choice through here.
+//   nan (default, PyTorch's): NaN weights and output for that query, as softmax over all -inf
+//     gives in PyTorch; the backward gives it, like PyTorch's masked_fill/softmax/matmul, zero dq
+//     and no share of dk (dv is NaN: the NaN weights multiply the incoming gradient).
+//   zero: all-zero weights, so a zero output and zero gradients for that query; one empty
+//     (all-padding) sequence does not poison a batch's loss.
+//
+// Note [streaming attention]: `kernel` picks how the op computes. streaming (the FlashAttention
+// recurrence, engine/kernels/flash_attention.h) never holds the (T, S) weights, only each row's
+// logsumexp; it cannot return weights or apply dropout. materialising computes the (B, H, T, S)
+// weights (returned with need_weights). automatic streams whenever it can and the problem is large
+// enough for streaming to be at least as fast (kStreamingMinScores in attention.cpp).
+struct AttentionOptions {
+  Tensor attn_mask = {};         // b8: true = takes part; or additive
+  Tensor key_padding_mask = {};  // b8 (B, S): true = ignored
+  bool is_causal = false;
+  double dropout_p = 0.0;
+  bool need_weights = false;
+  MaskedRows masked_rows = MaskedRows::nan;
+  AttentionKernel kernel = AttentionKernel::automatic;
+};
+struct Attention {
+  Tensor output;
+  Tensor weights;
+};
+Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionOptions& options = {}, Generator& gen = default_generator());
+
+}  // namespace ag

@@ -1,0 +1,19 @@
+// Pointwise functions (pointwise.cpp): exp, log and the activations, one element to one element.
+#pragma once
+
+#include "engine/ops/options.h"
+#include "engine/tensor.h"
+
+namespace ag {
+
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor clamp(const Tensor& x, double min, double max);  // min > max: max everywhere, as PyTorch
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+
+}  // namespace ag
