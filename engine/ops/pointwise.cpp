@@ -172,6 +172,18 @@ Tensor sigmoid(const Tensor& x) {
   return out;
 }
 
+Tensor softplus(const Tensor& x) {
+  Tensor out = unary_kernel("softplus", x, [](auto v) {
+    using T = decltype(v);
+    return std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
+  });
+  record(out, "SoftplusBackward", {x}, {x}, [](const BackwardContext& c) {
+    // out = log(1 + exp(x))  →  dx = g * sigmoid(x)
+    return std::vector<Tensor>{mul(c.grad, sigmoid(c.saved[0]))};
+  });
+  return out;
+}
+
 void register_pointwise_ops(Registry& registry) {
   const Domain away_from_zero{.kinks = {0}, .kink_margin = 0.3};
   const Domain positive{.low = 0.2, .high = 2.0};
@@ -195,6 +207,7 @@ void register_pointwise_ops(Registry& registry) {
   unary.add("gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::tanh); });
   unary.add("tanh", [](const Tensor& x) { return tanh(x); });
   unary.add("sigmoid", [](const Tensor& x) { return sigmoid(x); });
+  unary.add("softplus", [](const Tensor& x) { return softplus(x); });
 }
 
 }  // namespace ag

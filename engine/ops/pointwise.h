@@ -15,5 +15,6 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+Tensor softplus(const Tensor& x);  // log(1 + exp(x)), stable for large |x|
 
 }  // namespace ag

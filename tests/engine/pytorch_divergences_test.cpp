@@ -54,6 +54,28 @@ TEST(PyTorchDivergence, CrossEntropyKeepsItsPrecisionAtHugeLogits) {
   EXPECT_NEAR(cross_entropy(big, tensor({0}, {1}, DType::i64)).item(), exact, 1e-15);
 }
 
+TEST(PyTorchDivergence, SoftplusStaysFiniteAndKeepsItsTailPastTorchsThreshold) {
+  // The naive log(1 + e^x) is inf from x ≈ 89 in f32; torch returns x itself past x = 20 (its
+  // threshold), dropping log1p(e^-x). Ours: max(x, 0) + log1p(e^-|x|), finite and exact in both.
+  const Tensor x32 = tensor({100, -100, 0, 89, -89}, {5}, DType::f32).requires_grad_();
+  const Tensor y32 = softplus(x32);
+  const Values y = y32.to_vector();
+  EXPECT_EQ(y[0], 100.0f);
+  EXPECT_EQ(y[3], 89.0f);
+  EXPECT_NEAR(y[2], std::log(2.0), 1e-7);
+  EXPECT_GT(y[4], 0.0);  // e^-89 ≈ 2.2e-39, a subnormal in f32
+  EXPECT_LT(y[1], 1e-40);
+  sum(y32).backward();
+  const Values g = x32.grad().to_vector();  // sigmoid(x)
+  EXPECT_EQ(g[0], 1.0);
+  EXPECT_NEAR(g[2], 0.5, 1e-7);
+  EXPECT_LT(g[1], 1e-40);
+  // f64 past torch's threshold: 30 + log1p(e^-30), where torch gives exactly 30.
+  const double at30 = softplus(tensor({30}, {1}, DType::f64)).item();
+  EXPECT_EQ(at30, 30 + std::log1p(std::exp(-30.0)));
+  EXPECT_GT(at30, 30.0);
+}
+
 TEST(PyTorchDivergence, LogSoftmaxF32IsAsAccurateAsPyTorchOnLongRows) {
   // 4 rows of 300 (1,200 elements: past the size where softmax goes to oneDNN), each with one
   // dominant logit whose log-probability is about -0.01. PyTorch f32 gets it to ~4e-8 relative;
