@@ -78,7 +78,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
   return accumulator;
 }
 
-void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inputs, std::span<const Tensor> saved,
+void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> saved,
                  BackwardFn backward) {
   // The node goes on a tensor of its own. An output that is an input itself (reshape to the same
   // shape, eval-mode dropout), a leaf, or a tensor that already has a node (a custom function's
@@ -88,7 +88,8 @@ void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inp
       std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& input) { return input.impl() == out.impl(); });
   if (is_an_input || out.impl()->grad_fn || out.impl()->requires_grad) out = out.detach();
   auto node = std::make_shared<Node>();
-  node->name = name;
+  node->name = kind.name;
+  node->properties = kind.properties;
   node->scope = current_scope();  // shared by pointer: no allocation
   node->shape = out.shape();
   node->dtype = out.dtype();

@@ -66,6 +66,23 @@ struct SavedTensor {
   uint64_t version = 0;
 };
 
+// What tools need to know of an op beyond its name, so that none of them matches on names.
+struct OpProperties {
+  // Its forward writes ±Inf on purpose (masked_fill's -inf hides attention keys): anomaly mode does
+  // not report an Inf in its output.
+  bool writes_inf = false;
+};
+
+// An op as record() names it: its node's name (static storage) and its properties. Converts from
+// the name alone, so record(out, "ExpBackward", …) reads as the name;
+// record(out, {"MaskedFillBackward", {.writes_inf = true}}, …) gives properties too.
+struct OpKind {
+  OpKind(const char* name) : name(name) {}
+  OpKind(std::string_view name, OpProperties properties = {}) : name(name), properties(properties) {}
+  std::string_view name;
+  OpProperties properties;
+};
+
 struct Node {
   Node() = default;
   ~Node();  // frees long chains iteratively: a 100,000-node graph must not overflow the stack
@@ -73,6 +90,7 @@ struct Node {
   Node& operator=(const Node&) = delete;
 
   std::string_view name;                    // "SoftmaxBackward" (static storage)
+  OpProperties properties;                  // what tools read instead of matching the name
   std::vector<std::shared_ptr<Node>> next;  // per input; null when the input needs no grad
   std::vector<InputMeta> inputs;
   std::vector<SavedTensor> saved;
@@ -99,26 +117,27 @@ bool needs_recording(std::initializer_list<const Tensor*> inputs);
 bool needs_recording(std::span<const Tensor> inputs);
 
 // Attaches the node to `out`; record() below calls it when the op must record.
-void attach_node(Tensor& out, std::string_view name, std::span<const Tensor> inputs, std::span<const Tensor> saved,
+void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> saved,
                  BackwardFn backward);
 
-// Attaches a node named `name` to `out`, computed from `inputs`, if needs_recording(inputs).
-// `saved` may hold inputs and `out` itself. Ops call it right after computing the forward. If
-// `out` is one of the inputs, a leaf, or already has a node, it is first replaced by a new alias
-// of its memory (the input stays a leaf; the earlier node stays with the earlier tensor).
+// Attaches a node of `kind` (its name, and properties if any) to `out`, computed from `inputs`, if
+// needs_recording(inputs). `saved` may hold inputs and `out` itself. Ops call it right after
+// computing the forward. If `out` is one of the inputs, a leaf, or already has a node, it is first
+// replaced by a new alias of its memory (the input stays a leaf; the earlier node stays with the
+// earlier tensor).
 // Nothing is allocated when the op need not record (the backward becomes a BackwardFn only then).
 template <typename F>
-void record(Tensor& out, std::string_view name, std::initializer_list<Tensor> inputs,
-            std::initializer_list<Tensor> saved, F&& backward) {
+void record(Tensor& out, OpKind kind, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> saved,
+            F&& backward) {
   if (needs_recording(std::span<const Tensor>(inputs.begin(), inputs.size())))
-    attach_node(out, name, std::span<const Tensor>(inputs.begin(), inputs.size()),
+    attach_node(out, kind, std::span<const Tensor>(inputs.begin(), inputs.size()),
                 std::span<const Tensor>(saved.begin(), saved.size()), BackwardFn(std::forward<F>(backward)));
 }
 template <typename F>
-void record(Tensor& out, std::string_view name, std::span<const Tensor> inputs, std::initializer_list<Tensor> saved,
+void record(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::initializer_list<Tensor> saved,
             F&& backward) {
   if (needs_recording(inputs))
-    attach_node(out, name, inputs, std::span<const Tensor>(saved.begin(), saved.size()),
+    attach_node(out, kind, inputs, std::span<const Tensor>(saved.begin(), saved.size()),
                 BackwardFn(std::forward<F>(backward)));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 
 #include "engine/autograd.h"
 #include "engine/ops/arithmetic.h"
@@ -187,6 +188,28 @@ GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes
   GradcheckOptions with_tolerance = options;
   with_tolerance.tolerance = op.tolerance;
   return second_order ? gradgradcheck(op.fn, inputs, with_tolerance) : gradcheck(op.fn, inputs, with_tolerance);
+}
+
+std::vector<GradcheckRow> gradcheck_rows(const OpEntry& op) {
+  std::vector<GradcheckRow> rows;
+  for (const std::vector<Shape>& shapes : op.shape_sets) rows.push_back({&op, shapes});
+  return rows;
+}
+
+int print_gradcheck_table(std::ostream& out, const std::vector<GradcheckRow>& rows,
+                          const GradcheckTableOptions& options) {
+  for (const GradcheckRow& row : rows) check_op_shapes(*row.op, row.shapes);
+  out << fmt::format("{:<22} {:<28} {:>12} {:>12}  {}\n", "op", "shapes", "max abs err", "max rel err", "ok");
+  int failed = 0;
+  for (const GradcheckRow& row : rows) {
+    const GradcheckResult result = gradcheck_op(*row.op, row.shapes, {}, options.second_order);
+    out << fmt::format("{:<22} {:<28} {:>12.3e} {:>12.3e}  {}\n", row.op->name, shapes_str(row.shapes),
+                       result.max_abs_error, result.max_rel_error, result.ok ? "ok" : "FAIL");
+    if (!result.ok || options.verbose) out << result.report();
+    if (!result.ok) ++failed;
+  }
+  out << fmt::format("{} rows, {} passed, {} failed\n", rows.size(), rows.size() - failed, failed);
+  return failed;
 }
 
 std::string GradcheckResult::report() const {

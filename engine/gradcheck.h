@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -61,5 +62,25 @@ void check_op_shapes(const OpEntry& op, const std::vector<Shape>& shapes);
 // order, or with second_order its gradgradcheck.
 GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes, const GradcheckOptions& options = {},
                              bool second_order = false);
+
+// One row of a gradcheck table: an op at one shape set.
+struct GradcheckRow {
+  const OpEntry* op;
+  std::vector<Shape> shapes;
+};
+
+// A row for every shape set of `op`.
+std::vector<GradcheckRow> gradcheck_rows(const OpEntry& op);
+
+struct GradcheckTableOptions {
+  bool second_order = false;  // gradgradcheck instead of gradcheck
+  bool verbose = false;       // the worst elements under every row, not only under failures
+};
+
+// The table `attograd gradcheck` prints: checks every row's shapes first (an error before anything
+// is printed), then prints a header, one line per row (op, shapes, max abs and rel error, ok or
+// FAIL) with the worst elements under a failure, and a count. Returns the number of failed rows.
+int print_gradcheck_table(std::ostream& out, const std::vector<GradcheckRow>& rows,
+                          const GradcheckTableOptions& options = {});
 
 }  // namespace ag

@@ -33,7 +33,7 @@ const std::shared_ptr<const std::string>& current_scope() { return scope_path; }
 std::string scope_of(const Node& node) { return node.scope ? *node.scope : "(root)"; }
 
 std::string op_of(const Node& node) {
-  if (node.name == "AccumulateGrad") return "leaf";
+  if (!node.backward) return "leaf";  // AccumulateGrad, the one node with no backward (any name could be a Function's)
   std::string_view name = node.name;
   constexpr std::string_view suffix = "Backward";
   if (name.size() > suffix.size() && name.ends_with(suffix)) name.remove_suffix(suffix.size());
@@ -81,10 +81,10 @@ NonFinite first_non_finite(const Tensor& t, Look look = Look::either) {
   return {};
 }
 
-// Did the op make an Inf itself? Not if an input already held one (it only passed it on), nor for
-// masked_fill, whose fill value -inf is how attention hides keys.
+// Did the op make an Inf itself? Not if an input already held one (it only passed it on), nor if it
+// writes Inf on purpose (masked_fill, whose fill value -inf is how attention hides keys).
 bool may_create_inf(const Node& node, std::span<const Tensor> inputs) {
-  if (node.name == "MaskedFillBackward") return false;
+  if (node.properties.writes_inf) return false;
   for (const Tensor& input : inputs)
     if (first_non_finite(input, Look::inf).index >= 0) return false;
   return true;

@@ -65,6 +65,11 @@ void UnaryRegistrar::add(std::string name, std::function<Tensor(const Tensor&)> 
 void Registry::add(OpEntry entry) {
   AG_CHECK(std::none_of(ops_.begin(), ops_.end(), [&](const OpEntry& e) { return e.name == entry.name; }),
            "registry: op '{}' is registered twice", entry.name);
+  AG_CHECK(!entry.name.empty(), "registry: an op without a name");
+  AG_CHECK(entry.fn && entry.make_inputs,
+           "registry: op '{}' needs both fn and make_inputs (real_inputs() for one "
+           "floating input per shape)",
+           entry.name);
   AG_CHECK(!entry.shape_sets.empty(), "registry: op '{}' has no shape sets", entry.name);
   ops_.push_back(std::move(entry));
 }
@@ -77,8 +82,10 @@ const OpEntry& Registry::find(const std::string& name) const {
   fail("registry: no op named '{}'; registered ops: {}", name, names);
 }
 
-const Registry& Registry::global() {
-  static const Registry registry = [] {
+namespace {
+
+Registry& global_registry() {
+  static Registry registry = [] {
     Registry r;
     register_arithmetic_ops(r);
     register_pointwise_ops(r);
@@ -96,5 +103,11 @@ const Registry& Registry::global() {
   }();
   return registry;
 }
+
+}  // namespace
+
+const Registry& Registry::global() { return global_registry(); }
+
+void register_op(OpEntry entry) { global_registry().add(std::move(entry)); }
 
 }  // namespace ag

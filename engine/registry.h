@@ -51,7 +51,7 @@ Tensor draw(const Shape& shape, const Domain& domain, Generator& gen, DType dtyp
 
 class Registry {
  public:
-  static const Registry& global();  // all of attograd's ops
+  static const Registry& global();  // all of attograd's ops, and those register_op added
   void add(OpEntry entry);
   const std::vector<OpEntry>& ops() const { return ops_; }
   const OpEntry& find(const std::string& name) const;  // throws, listing the names, if absent
@@ -70,6 +70,11 @@ class UnaryRegistrar {
  private:
   Registry& registry_;
 };
+
+// Adds a program's own op to Registry::global(), so it is checked as the engine's ops are (its
+// name must be new: "registry: op 'x' is registered twice"). Not synchronised with readers: add
+// ops before any other thread reads the registry (at the start of main, or of a test).
+void register_op(OpEntry entry);
 
 // Each op family registers its ops beside their definitions.
 void register_arithmetic_ops(Registry& registry);

@@ -1,6 +1,7 @@
 // `attograd gradcheck`: checks registered ops' gradients against finite differences.
 #include <fmt/format.h>
 
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -34,15 +35,6 @@ std::vector<Shape> parse_shape_list(const std::string& text) {
   return shapes;
 }
 
-// Checks one op at one shape set, prints its row (and its worst elements on failure).
-bool check_row(const OpEntry& op, const std::vector<Shape>& shapes, bool verbose, bool second_order) {
-  const GradcheckResult result = gradcheck_op(op, shapes, {}, second_order);
-  fmt::print("{:<22} {:<28} {:>12.3e} {:>12.3e}  {}\n", op.name, shapes_str(shapes), result.max_abs_error,
-             result.max_rel_error, result.ok ? "ok" : "FAIL");
-  if (!result.ok || verbose) fmt::print("{}", result.report());
-  return result.ok;
-}
-
 int run(const GradcheckArgs& args) {
   const Registry& registry = Registry::global();
   if (args.list) {
@@ -55,26 +47,18 @@ int run(const GradcheckArgs& args) {
     }
     return 0;
   }
-  std::vector<std::pair<const OpEntry*, std::vector<Shape>>> rows;  // all checked before printing starts
+  std::vector<GradcheckRow> rows;
   if (args.all) {
     for (const OpEntry& op : registry.ops()) {
       if (args.second_order && !op.no_double_backward.empty()) continue;  // listed by --list, with the reason
-      for (const auto& shapes : op.shape_sets) rows.emplace_back(&op, shapes);
+      for (GradcheckRow& row : gradcheck_rows(op)) rows.push_back(std::move(row));
     }
   } else {
     const OpEntry& op = registry.find(args.op);
-    if (!args.shapes.empty()) {
-      rows.emplace_back(&op, parse_shape_list(args.shapes));
-    } else {
-      for (const auto& shapes : op.shape_sets) rows.emplace_back(&op, shapes);
-    }
+    rows = args.shapes.empty() ? gradcheck_rows(op) : std::vector<GradcheckRow>{{&op, parse_shape_list(args.shapes)}};
   }
-  for (const auto& [op, shapes] : rows) check_op_shapes(*op, shapes);
-  fmt::print("{:<22} {:<28} {:>12} {:>12}  {}\n", "op", "shapes", "max abs err", "max rel err", "ok");
-  int failed = 0;
-  for (const auto& [op, shapes] : rows)
-    if (!check_row(*op, shapes, args.verbose, args.second_order)) ++failed;
-  fmt::print("{} rows, {} passed, {} failed\n", rows.size(), rows.size() - failed, failed);
+  const int failed =
+      print_gradcheck_table(std::cout, rows, {.second_order = args.second_order, .verbose = args.verbose});
   return failed == 0 ? 0 : 1;
 }
 

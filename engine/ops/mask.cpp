@@ -59,7 +59,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     for_each_broadcast<2>(out.shape(), {x.shape(), mask.shape()},
                           [&](int64_t i, const std::array<int64_t, 2>& at) { po[i] = pm[at[1]] ? fill : px[at[0]]; });
   });
-  record(out, "MaskedFillBackward", {x}, {mask}, [](const BackwardContext& c) {
+  record(out, {"MaskedFillBackward", {.writes_inf = true}}, {x}, {mask}, [](const BackwardContext& c) {
     // out = mask ? value : x  →  dx = g where the mask is false, 0 where it is true
     return std::vector<Tensor>{masked_fill(c.grad, c.saved[0], 0.0)};
   });

@@ -75,14 +75,21 @@ TEST(Scope, NodesRecordShapeDtypeSavedBytesAndCreationOrder) {
 
 TEST(OpName, SnakeCaseOfTheNodeNameWithoutBackward) {
   Node node;
+  node.backward = [](const BackwardContext&) { return std::vector<Tensor>{}; };
   for (auto [name, op] : std::vector<std::pair<std::string_view, std::string>>{
            {"SoftmaxBackward", "softmax"},
            {"MulScalarBackward", "mul_scalar"},
            {"ScaledDotProductAttentionBackward", "scaled_dot_product_attention"},
-           {"AccumulateGrad", "leaf"}}) {
+           {"AccumulateGrad", "accumulate_grad"}}) {  // a custom Function may take any name
     node.name = name;
     EXPECT_EQ(op_of(node), op);
   }
+}
+
+// A leaf's AccumulateGrad node is told by having no backward function, not by its name.
+TEST(OpName, TheNodeOfALeafIsALeaf) {
+  const Tensor x = tensor({1.0}, {1}).requires_grad_();
+  EXPECT_EQ(op_of(*gradient_edge(x)), "leaf");
 }
 
 TEST(Graph, HasOneNodePerOpAndLeafWithTheRightEdges) {
@@ -261,6 +268,21 @@ TEST(Anomaly, AnInfTheOpCreatedIsOneButMaskingWithMinusInfIsNot) {
   // exp overflowing float makes an Inf of finite inputs.
   const std::string message = error_of([&] { exp(mul(scores, 100.0)); });
   EXPECT_NE(message.find("in forward: exp in module scope (root) produced Inf at element 1"), std::string::npos)
+      << message;
+}
+
+// The exemption is the op's property writes_inf, not its name: the same Inf-writing op passes with
+// it and is reported without it, whatever it is called.
+TEST(Anomaly, AnOpThatWritesInfOnPurposeSaysSoInItsProperties) {
+  const Tensor x = tensor({1.0, 2.0}, {2}).requires_grad_();
+  const DetectAnomalyGuard anomaly;
+  const auto fill_inf = [&](OpKind kind) {
+    Tensor out = tensor({-INFINITY, 2.0}, {2});
+    record(out, kind, {x}, {}, [](const BackwardContext& c) { return std::vector<Tensor>{c.grad}; });
+  };
+  EXPECT_NO_THROW(fill_inf({"FillInfBackward", {.writes_inf = true}}));
+  const std::string message = error_of([&] { fill_inf("MaskedFillBackward"); });
+  EXPECT_NE(message.find("in forward: masked_fill in module scope (root) produced Inf at element 0"), std::string::npos)
       << message;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `cmake --install` of a build into a temporary prefix, then tests/install (a project of its own)
-# configured with find_package(attograd CONFIG REQUIRED), built, and run: it defines softplus
-# outside the engine and gradchecks it. Also checks the installed program and pkg-config file.
+# configured with find_package(attograd CONFIG REQUIRED), built, and run: it defines logcosh as an
+# ag::Function, registers it and gradchecks it (the table `attograd gradcheck` prints, and
+# EXPECT_GRADCHECK under GoogleTest, which must be found). Also checks the installed program and
+# pkg-config file.
 #   install_test.sh BUILD_DIR
 set -euo pipefail
 build="$1"
@@ -10,7 +12,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
-for file in include/attograd/attograd.h include/attograd/engine/tensor.h include/attograd/nn/module.h \
+for file in include/attograd/attograd.h include/attograd/engine/tensor.h include/attograd/engine/function.h \
+  include/attograd/engine/testing/gradcheck_gtest.h include/attograd/nn/module.h \
   lib/cmake/attograd/attogradConfig.cmake lib/cmake/attograd/attogradConfigVersion.cmake \
   lib/pkgconfig/attograd.pc bin/attograd; do
   [ -e "$prefix/$file" ] || { echo "install: $file is missing"; exit 1; }
@@ -24,5 +27,7 @@ done
 cmake -S "$root/tests/install" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/consumer" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-"$work/consumer/softplus_op"
+[ -x "$work/consumer/logcosh_gtest" ] || { echo "install: the consumer found no GoogleTest (libgtest-dev)"; exit 1; }
+"$work/consumer/logcosh_op"
+"$work/consumer/logcosh_gtest" --gtest_brief=1
 echo "install: the consumer built against $prefix and its op passed"
