@@ -147,7 +147,8 @@ void Trainer::resume(const std::string& last_checkpoint) {
     } catch (const std::exception& e) {
       fail("{}: the mid-epoch position in its metadata is malformed: {}", last_checkpoint, e.what());
     }
-    AG_CHECK(resume_step_ >= 0 && resume_step_ < steps_in_epoch(static_cast<int64_t>(history_.size()) + 1),
+    // epoch_step may equal the epoch's steps: the signal came on its last step, before its evaluation.
+    AG_CHECK(resume_step_ >= 0 && resume_step_ <= steps_in_epoch(static_cast<int64_t>(history_.size()) + 1),
              "{}: the checkpoint's epoch_step {} does not fit this run's epoch of {} steps", last_checkpoint,
              resume_step_, steps_in_epoch(static_cast<int64_t>(history_.size()) + 1));
   }
