@@ -8,6 +8,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernels/check.h"
+#include "engine/kernels/loss.h"
 #include "engine/kernels/parallel.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/index.h"
@@ -43,27 +44,6 @@ void check_pair(std::string_view op, std::string_view first, const Tensor& a, st
            op, first, shape_str(a.shape()), second, shape_str(b.shape()));
 }
 
-// out = reduce_i f(a[i], b[i]): the elementwise losses for Reduction::none, else their sum
-// (scaled by 1/count for mean; 0 elements give NaN, as in PyTorch) as a 0-d tensor.
-template <typename F>
-Tensor elementwise_loss(std::string_view op, const Tensor& a, const Tensor& b, Reduction reduction, F f) {
-  const int64_t n = a.numel();
-  Tensor out = empty(reduction == Reduction::none ? a.shape() : Shape{}, a.dtype());
-  dispatch_floating(a.dtype(), op, [&]<typename T>() {
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    if (reduction == Reduction::none) {
-      parallel_for(n, 8, [&](int64_t i) { po[i] = static_cast<T>(f(double(pa[i]), double(pb[i]))); });
-      return;
-    }
-    double total = 0;  // serial: the same sum whatever the thread count
-    for (int64_t i = 0; i < n; ++i) total += f(double(pa[i]), double(pb[i]));
-    po[0] = static_cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
-  });
-  return out;
-}
-
 // The incoming gradient of an elementwise loss, ready to multiply an input-shaped tensor:
 // g itself for none and sum (g is 0-d then, and broadcasts), g / count for mean.
 Tensor loss_grad_scale(const Tensor& g, Reduction reduction, int64_t count) {
@@ -74,8 +54,8 @@ Tensor loss_grad_scale(const Tensor& g, Reduction reduction, int64_t count) {
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   check_pair("mse_loss", "input", input, "target", target);
-  Tensor out =
-      elementwise_loss("mse_loss", input, target, reduction, [](double x, double y) { return (x - y) * (x - y); });
+  Tensor out = elementwise_loss_kernel("mse_loss", input, target, reduction,
+                                       [](double x, double y) { return (x - y) * (x - y); });
   record(out, "MseLossBackward", {input, target}, {input, target},
          [reduction, n = input.numel()](const BackwardContext& c) {
            // out = reduce((input - target)²)  →  dinput = 2 (input - target) g = -dtarget
@@ -87,10 +67,11 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {
   check_pair("binary_cross_entropy_with_logits", "logits", logits, "target", target);
-  Tensor out = elementwise_loss("binary_cross_entropy_with_logits", logits, target, reduction, [](double x, double y) {
-    // = -(y log σ(x) + (1-y) log(1-σ(x))), with no exp of a positive number: finite for any x
-    return std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));
-  });
+  Tensor out =
+      elementwise_loss_kernel("binary_cross_entropy_with_logits", logits, target, reduction, [](double x, double y) {
+        // = -(y log σ(x) + (1-y) log(1-σ(x))), with no exp of a positive number: finite for any x
+        return std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));
+      });
   record(out, "BinaryCrossEntropyWithLogitsBackward", {logits, target}, {logits, target},
          [reduction, n = logits.numel()](const BackwardContext& c) {
            // out = reduce(max(x,0) - x·y + log1p(exp(-|x|)))  →  dx = (σ(x) - y) g,  dy = -x g
@@ -127,45 +108,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     ++count;
   }
 
-  Tensor out = empty(reduction == Reduction::none ? Shape{rows} : Shape{}, logits.dtype());
-  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
-    const T* px = logits.data<T>();
-    std::vector<double> losses(rows, 0.0);
-    parallel_for(rows, 2 * classes, [&](int64_t r) {
-      if (pt[r] == ignore_index) return;
-      const T* row = px + r * classes;
-      double m = row[0];
-      for (int64_t j = 1; j < classes; ++j) m = std::max(m, double(row[j]));
-      double s = 0;
-      for (int64_t j = 0; j < classes; ++j) s += std::exp(row[j] - m);
-      // -log_softmax(row)[target] = (max - row[target]) + log Σ: the difference first, as in
-      // log_softmax, so that huge logits ([1e300, 1e300, 0]) keep their log 2.
-      losses[r] = (m - row[pt[r]]) + std::log(s);
-    });
-    T* po = out.data<T>();
-    if (reduction == Reduction::none) {
-      for (int64_t r = 0; r < rows; ++r) po[r] = static_cast<T>(losses[r]);
-      return;
-    }
-    double total = 0;
-    for (double l : losses) total += l;
-    po[0] = static_cast<T>(reduction == Reduction::mean ? total / static_cast<double>(count) : total);
-  });
+  Tensor out = cross_entropy_kernel(logits, target, ignore_index, reduction, count);
   if (!needs_recording({&logits})) return out;
-  // Per-row weight of the gradient (N, 1): 0 for ignored rows, 1/count (mean) or 1 otherwise;
-  // and the one-hot of the targets (N, C), zero in ignored rows.
-  Tensor row_weight = zeros({rows, 1}, logits.dtype());
-  Tensor one_hot = zeros(logits.shape(), logits.dtype());
-  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
-    const T weight = reduction == Reduction::mean ? T(1) / static_cast<T>(count) : T(1);
-    T* pw = row_weight.data<T>();
-    T* ph = one_hot.data<T>();
-    for (int64_t r = 0; r < rows; ++r) {
-      if (pt[r] == ignore_index) continue;
-      pw[r] = weight;
-      ph[r * classes + pt[r]] = T(1);
-    }
-  });
+  const auto [row_weight, one_hot] = cross_entropy_targets(logits, target, ignore_index, reduction, count);
   record(out, "CrossEntropyBackward", {logits}, {logits, one_hot, row_weight},
          [reduction, rows](const BackwardContext& c) {
            // out[n] = logsumexp(x[n]) - x[n, t[n]]  →  dx[n] = (softmax(x[n]) - onehot(t[n])) · g[n]

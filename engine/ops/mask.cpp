@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
+#include "engine/kernels/mask.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/reduce.h"
 #include "engine/registry.h"
@@ -21,25 +22,11 @@ void check_mask(std::string_view op, std::string_view what, const Tensor& mask) 
            what, dtype_name(mask.dtype()), shape_str(mask.shape()));
 }
 
-// Keeps x[..., i, j] where keep(j - i) holds, zero elsewhere. Parallel over rows of the last dim.
-template <typename Keep>
-Tensor triangle_kernel(std::string_view op, const Tensor& x, Keep keep) {
+// x must be a matrix or a batch of them.
+void check_matrices(std::string_view op, const Tensor& x) {
   check_defined(op, "input", x);
   AG_CHECK(x.dim() >= 2, "{}: expected a tensor with at least 2 dims (a matrix or a batch of them), got shape {}", op,
            shape_str(x.shape()));
-  const int64_t rows = x.size(-2);
-  const int64_t cols = x.size(-1);
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch_any(x.dtype(), [&]<typename T>() {
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    const int64_t total_rows = cols == 0 ? 0 : x.numel() / cols;
-    parallel_for(total_rows, cols, [&](int64_t r) {
-      const int64_t i = r % rows;  // row within its matrix
-      for (int64_t j = 0; j < cols; ++j) po[r * cols + j] = keep(j - i) ? px[r * cols + j] : T(0);
-    });
-  });
-  return out;
 }
 
 }  // namespace
@@ -50,15 +37,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   AG_CHECK(broadcasts_to(mask.shape(), x.shape()),
            "masked_fill: the mask of shape {} does not broadcast to the input's shape {}", shape_str(mask.shape()),
            shape_str(x.shape()));
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch_floating(x.dtype(), "masked_fill", [&]<typename T>() {
-    const T* px = x.data<T>();
-    const bool* pm = mask.data<bool>();
-    T* po = out.data<T>();
-    const T fill = static_cast<T>(value);
-    for_each_broadcast<2>(out.shape(), {x.shape(), mask.shape()},
-                          [&](int64_t i, const std::array<int64_t, 2>& at) { po[i] = pm[at[1]] ? fill : px[at[0]]; });
-  });
+  Tensor out = masked_fill_kernel(x, mask, value);
   record(out, {"MaskedFillBackward", {.writes_inf = true}}, {x}, {mask}, [](const BackwardContext& c) {
     // out = mask ? value : x  →  dx = g where the mask is false, 0 where it is true
     return std::vector<Tensor>{masked_fill(c.grad, c.saved[0], 0.0)};
@@ -70,19 +49,9 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_mask("where", "condition", condition);
   check_floating("where", "first operand", a);
   check_floating("where", "second operand", b);
-  AG_CHECK(a.dtype() == b.dtype(), "where: dtypes differ: {} {} and {} {} (convert one with ag::to)",
-           dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()));
+  check_same_dtype("where", a, b);
   const Shape shape = broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
-  Tensor out = empty(shape, a.dtype());
-  dispatch_floating(a.dtype(), "where", [&]<typename T>() {
-    const bool* pc = condition.data<bool>();
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    for_each_broadcast<3>(
-        shape, {condition.shape(), a.shape(), b.shape()},
-        [&](int64_t i, const std::array<int64_t, 3>& at) { po[i] = pc[at[0]] ? pa[at[1]] : pb[at[2]]; });
-  });
+  Tensor out = where_kernel(condition, a, b, shape);
   record(out, "WhereBackward", {a, b}, {condition}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
     // out = condition ? a : b  →  da = g where condition (summed to a's shape), db = g elsewhere
     const Tensor& condition = c.saved[0];
@@ -94,7 +63,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 Tensor triu(const Tensor& x, int64_t diagonal) {
-  Tensor out = triangle_kernel("triu", x, [diagonal](int64_t offset) { return offset >= diagonal; });
+  check_matrices("triu", x);
+  Tensor out = triangle_kernel(x, diagonal, /*upper=*/true);
   record(out, "TriuBackward", {x}, {}, [diagonal](const BackwardContext& c) {
     // out = x on and above the diagonal-th diagonal, 0 below
     return std::vector<Tensor>{triu(c.grad, diagonal)};
@@ -103,7 +73,8 @@ Tensor triu(const Tensor& x, int64_t diagonal) {
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal) {
-  Tensor out = triangle_kernel("tril", x, [diagonal](int64_t offset) { return offset <= diagonal; });
+  check_matrices("tril", x);
+  Tensor out = triangle_kernel(x, diagonal, /*upper=*/false);
   record(out, "TrilBackward", {x}, {}, [diagonal](const BackwardContext& c) {
     // out = x on and below the diagonal-th diagonal, 0 above
     return std::vector<Tensor>{tril(c.grad, diagonal)};

@@ -1,0 +1,49 @@
+// The losses' kernels: an elementwise loss over two same-shape tensors, and cross-entropy's
+// rows. Accumulation in double, serial where it sums (the same bits at any thread count).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "engine/kernels/parallel.h"
+#include "engine/ops/options.h"
+#include "engine/tensor.h"
+
+namespace ag {
+
+// out = reduce_i f(a[i], b[i]): the elementwise losses for Reduction::none, else their sum
+// (scaled by 1/count for mean; 0 elements give NaN, as in PyTorch) as a 0-d tensor.
+template <typename F>
+Tensor elementwise_loss_kernel(std::string_view op, const Tensor& a, const Tensor& b, Reduction reduction, F f) {
+  const int64_t n = a.numel();
+  Tensor out = empty(reduction == Reduction::none ? a.shape() : Shape{}, a.dtype());
+  dispatch_floating(a.dtype(), op, [&]<typename T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    if (reduction == Reduction::none) {
+      parallel_for(n, 8, [&](int64_t i) { po[i] = static_cast<T>(f(double(pa[i]), double(pb[i]))); });
+      return;
+    }
+    double total = 0;  // serial: the same sum whatever the thread count
+    for (int64_t i = 0; i < n; ++i) total += f(double(pa[i]), double(pb[i]));
+    po[0] = static_cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+  });
+  return out;
+}
+
+// -log softmax(logits[n])[target[n]] per row (N, C), reduced; rows whose target is ignore_index
+// contribute 0; `count` is the number of the other rows (the mean's divisor). Targets in range.
+Tensor cross_entropy_kernel(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                            int64_t count);
+
+// What cross_entropy's backward needs: the per-row weight of the gradient (N, 1), 0 for ignored
+// rows and 1/count (mean) or 1 otherwise; and the one-hot of the targets (N, C), zero in ignored rows.
+struct CrossEntropyTargets {
+  Tensor row_weight;
+  Tensor one_hot;
+};
+CrossEntropyTargets cross_entropy_targets(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                          Reduction reduction, int64_t count);
+
+}  // namespace ag
