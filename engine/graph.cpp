@@ -70,7 +70,7 @@ std::string bytes_str(int64_t bytes) {
 
 // What a node is, in a word or two: its op, or a leaf's parameter name.
 std::string head_of(const GraphNode& n) {
-  if (n.op != "leaf") return n.op;
+  if (!n.is_leaf()) return n.op;
   return n.name.empty() ? "leaf" : "parameter " + n.name;
 }
 
@@ -82,7 +82,7 @@ std::string graph_text(const Graph& graph) {
     const GraphNode& n = graph.nodes[id];
     std::string inputs;
     for (const GraphInput& input : n.inputs) inputs += (inputs.empty() ? "" : ", ") + input_str(input);
-    const std::string call = n.op == "leaf" ? head_of(n) : fmt::format("{}({})", n.op, inputs);
+    const std::string call = n.is_leaf() ? head_of(n) : fmt::format("{}({})", n.op, inputs);
     const std::string saved = n.saved_bytes > 0 ? "  saved " + bytes_str(n.saved_bytes) : "";
     const std::string scope = n.name.empty() ? "  " + n.scope : "";  // a parameter's name holds its path
     text += fmt::format("%{} = {}  {} {}{}{}\n", id, call, shape_str(n.shape), dtype_name(n.dtype), saved, scope);
@@ -101,7 +101,7 @@ struct Cluster {
 // The scope a node is drawn in: a parameter in the module that owns it, everything else where
 // it was created.
 std::string cluster_path(const GraphNode& n) {
-  if (n.op == "leaf" && !n.name.empty()) {
+  if (n.is_leaf() && !n.name.empty()) {
     const size_t dot = n.name.rfind('.');
     return dot == std::string::npos ? "" : n.name.substr(0, dot);
   }
@@ -140,7 +140,7 @@ std::string node_line(const GraphNode& n, int id, const std::string& indent) {
   if (n.saved_bytes > 0) lines.push_back("saved " + bytes_str(n.saved_bytes));
   std::string label;
   for (const std::string& line : lines) label += (label.empty() ? "" : "\\n") + escaped(line);
-  const std::string style = n.op == "leaf" ? ", shape=box, style=filled, fillcolor=\"#dbe9f6\"" : "";
+  const std::string style = n.is_leaf() ? ", shape=box, style=filled, fillcolor=\"#dbe9f6\"" : "";
   return fmt::format("{}n{} [label=\"{}\"{}];\n", indent, id, label, style);
 }
 

@@ -29,6 +29,9 @@ struct GraphNode {
   DType dtype;
   int64_t saved_bytes;
   std::vector<GraphInput> inputs;
+  // A leaf's AccumulateGrad node, told by its missing backward (not by `op`: a user's
+  // ag::Function named "LeafBackward" also reads "leaf").
+  bool is_leaf() const { return !node->backward; }
 };
 
 // Nodes in creation order, so inputs come before the nodes that use them; a node's id is its

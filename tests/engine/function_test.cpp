@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/gradcheck.h"
+#include "engine/graph.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
@@ -146,6 +147,24 @@ TEST(Function, AnIdentityForwardLeavesTheLeafALeaf) {
   EXPECT_EQ(y.raw_data(), x.raw_data());  // the same memory
   sum(mul(y, tensor({3.0, 5.0}, {2}))).backward();
   EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{3.0, 5.0}));
+}
+
+// A Function named "LeafBackward" reads as op "leaf", but the graph export still tells it from
+// a leaf by its backward: drawn as a call with its input, not as a parameter.
+struct Leaf : Function<Leaf> {
+  static constexpr std::string_view name = "LeafBackward";
+  static Tensor forward(FunctionContext&, const Tensor& x) { return mul(x, 2.0); }
+  static std::vector<Tensor> backward(FunctionContext&, const std::vector<Tensor>& grads) {
+    return {mul(grads[0], 2.0)};
+  }
+};
+
+TEST(Function, ANodeNamedLikeALeafIsNotDrawnAsOne) {
+  const Tensor x = tensor({1.0, 2.0}, {2}).requires_grad_();
+  const Tensor loss = sum(Leaf::apply(x));
+  const std::string text = graph_text(capture_graph(loss, parameter_names({{"x", x}})));
+  EXPECT_NE(text.find("%0 = parameter x"), std::string::npos) << text;
+  EXPECT_NE(text.find("%1 = leaf(%0)"), std::string::npos) << text;
 }
 
 TEST(Function, AnInputWithANodeKeepsItsNode) {
