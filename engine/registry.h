@@ -3,6 +3,7 @@
 // `attograd gradcheck --all` iterate it, so a registered op is checked without a new test.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
@@ -53,11 +54,11 @@ class Registry {
  public:
   static const Registry& global();  // all of attograd's ops, and those register_op added
   void add(OpEntry entry);
-  const std::vector<OpEntry>& ops() const { return ops_; }
+  const std::deque<OpEntry>& ops() const { return ops_; }
   const OpEntry& find(const std::string& name) const;  // throws, listing the names, if absent
 
  private:
-  std::vector<OpEntry> ops_;
+  std::deque<OpEntry> ops_;  // a deque: register_op keeps every earlier OpEntry& (find, gradcheck_rows) valid
 };
 
 // Registers one-input ops on the shapes every unary op is checked on: (3, 4), (2, 3, 5), (1), ().

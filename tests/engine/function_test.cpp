@@ -299,6 +299,16 @@ TEST(RegisterOp, ANameTakenOrAnIncompleteEntryIsRefused) {
   expect_error([&] { register_op(no_function); }, {"registry: op 'no_function' needs both fn and make_inputs"});
 }
 
+// A program registers its ops one by one while holding entries it found earlier (a gradcheck
+// table's rows point into the registry): registering must not move them.
+TEST(RegisterOp, EntriesFoundEarlierStayValid) {
+  const OpEntry& exp_entry = Registry::global().find("exp");
+  const std::vector<GradcheckRow> rows = gradcheck_rows(exp_entry);
+  for (int i = 0; i < 200; ++i) register_op(scaled_product_entry("kept_valid_" + std::to_string(i)));
+  EXPECT_EQ(&Registry::global().find("exp"), &exp_entry);
+  EXPECT_EQ(rows.front().op->name, "exp");
+}
+
 TEST(GradcheckGtest, PassesOnARightFunction) {
   Generator gen(5);
   const std::vector<Tensor> inputs = {randn({3}, DType::f64, gen).requires_grad_(),
