@@ -2,6 +2,8 @@
 #include "engine/kernels/copy.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "engine/kernels/parallel.h"
@@ -12,18 +14,29 @@ namespace {
 
 // The one copy kernel of the copying shape ops: the `shape`-sized window `from` of src goes to
 // the window `to` of dst (same dtype, any dtype). Parallel over ranges of the rows of the last
-// dim; within a range the row's multi-index advances like an odometer (no division per row).
+// dim; within a range the row's multi-index advances like an odometer (no division per row). A
+// row of 64 bytes or more contiguous on both sides (a head split, a cat) is one memcpy.
 template <size_t Bytes>
-void copy_window_bytes(const Tensor& src, const Window& from, const Tensor& dst, const Window& to, const Shape& shape) {
-  using Element = std::conditional_t<Bytes == 1, uint8_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>;
+void copy_window_bytes(const void* src, const Window& from, void* dst, const Window& to, const Shape& shape) {
+  using Element =
+      std::conditional_t<Bytes == 1, uint8_t,
+                         std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
   const int64_t ndim = static_cast<int64_t>(shape.size());
   const int64_t total = numel(shape);
   if (total == 0) return;
   const int64_t inner = ndim == 0 ? 1 : shape.back();
   const int64_t src_step = ndim == 0 ? 1 : from.strides.back();
   const int64_t dst_step = ndim == 0 ? 1 : to.strides.back();
-  const auto* ps = static_cast<const Element*>(src.raw_data());
-  auto* pd = static_cast<Element*>(dst.raw_data());
+  const bool contiguous_rows = src_step == 1 && dst_step == 1 && inner * Bytes >= 64;  // else a call costs more
+  const auto* ps = static_cast<const Element*>(src);
+  auto* pd = static_cast<Element*>(dst);
+  auto copy_row = [&](int64_t s, int64_t d) {
+    if (contiguous_rows) {
+      std::memcpy(pd + d, ps + s, inner * Bytes);
+    } else {
+      for (int64_t j = 0; j < inner; ++j) pd[d + j * dst_step] = ps[s + j * src_step];
+    }
+  };
   parallel_for_ranges(total / inner, inner, [&](int64_t begin, int64_t end) {
     Shape index(std::max<int64_t>(ndim - 1, 0));  // the row's index over the outer dims
     int64_t s = from.offset, d = to.offset;
@@ -33,18 +46,53 @@ void copy_window_bytes(const Tensor& src, const Window& from, const Tensor& dst,
       s += index[k] * from.strides[k];
       d += index[k] * to.strides[k];
     }
-    for (int64_t row = begin; row < end; ++row) {
-      for (int64_t j = 0; j < inner; ++j) pd[d + j * dst_step] = ps[s + j * src_step];
-      for (int64_t k = ndim - 2; k >= 0; --k) {  // next row: carry through the outer dims
-        s += from.strides[k];
-        d += to.strides[k];
-        if (++index[k] < shape[k]) break;
+    for (int64_t row = begin; row < end;) {
+      if (ndim >= 2) {  // the rest of this run along dim ndim-2 without the odometer
+        const int64_t k = ndim - 2, run = std::min(shape[k] - index[k], end - row);
+        for (int64_t r = 0; r < run; ++r) copy_row(s + r * from.strides[k], d + r * to.strides[k]);
+        row += run;
+        s += run * from.strides[k];
+        d += run * to.strides[k];
+        index[k] += run;
+      } else {
+        copy_row(s, d);
+        ++row;
+      }
+      for (int64_t k = ndim - 2; k >= 0; --k) {  // carry through the outer dims
+        if (index[k] < shape[k]) break;
         s -= shape[k] * from.strides[k];
         d -= shape[k] * to.strides[k];
         index[k] = 0;
+        if (k == 0) break;
+        s += from.strides[k - 1];
+        d += to.strides[k - 1];
+        ++index[k - 1];
       }
     }
   });
+}
+
+// A last dim of at most 8 bytes, contiguous and aligned on both sides, copies as one wide
+// element: a head split's rows of 2 floats then move as single 8-byte words, and the odometer
+// turns per row of the dim before (`attograd bench attention --shape 16,4,6,3`: 44 → 40 µs).
+bool widen_last_dim(const void* src, Window& from, const void* dst, Window& to, Shape& shape, size_t& bytes) {
+  if (shape.size() < 2 || shape.back() < 2 || from.strides.back() != 1 || to.strides.back() != 1) return false;
+  const int64_t width = shape.back();
+  const size_t wide = bytes * width;
+  if (wide > 8 || (wide & (wide - 1)) != 0) return false;  // 2, 4 or 8 bytes
+  auto divisible = [&](const Window& w, const void* data) {
+    return w.offset % width == 0 && reinterpret_cast<uintptr_t>(data) % wide == 0 &&
+           std::all_of(w.strides.begin(), w.strides.end() - 1, [&](int64_t s) { return s % width == 0; });
+  };
+  if (!divisible(from, src) || !divisible(to, dst)) return false;
+  for (Window* w : {&from, &to}) {
+    w->offset /= width;
+    w->strides.pop_back();
+    for (int64_t& s : w->strides) s /= width;
+  }
+  shape.pop_back();
+  bytes = wide;
+  return true;
 }
 
 }  // namespace
@@ -52,15 +100,26 @@ void copy_window_bytes(const Tensor& src, const Window& from, const Tensor& dst,
 Window whole(const Tensor& t) { return {0, contiguous_strides(t.shape())}; }
 
 void copy_window(const Tensor& src, const Window& from, const Tensor& dst, const Window& to, const Shape& shape) {
-  switch (dtype_size(src.dtype())) {
+  const void* ps = src.raw_data();
+  void* pd = dst.raw_data();
+  size_t bytes = dtype_size(src.dtype());
+  Window wide_from = from, wide_to = to;
+  Shape wide_shape = shape;
+  const bool widened = widen_last_dim(ps, wide_from, pd, wide_to, wide_shape, bytes);
+  const Window& f = widened ? wide_from : from;
+  const Window& t = widened ? wide_to : to;
+  const Shape& s = widened ? wide_shape : shape;
+  switch (bytes) {
     case 1:
-      return copy_window_bytes<1>(src, from, dst, to, shape);
+      return copy_window_bytes<1>(ps, f, pd, t, s);
+    case 2:
+      return copy_window_bytes<2>(ps, f, pd, t, s);
     case 4:
-      return copy_window_bytes<4>(src, from, dst, to, shape);
+      return copy_window_bytes<4>(ps, f, pd, t, s);
     case 8:
-      return copy_window_bytes<8>(src, from, dst, to, shape);
+      return copy_window_bytes<8>(ps, f, pd, t, s);
     default:
-      fail("copy: unsupported element size {}", dtype_size(src.dtype()));
+      fail("copy: unsupported element size {}", bytes);
   }
 }
 

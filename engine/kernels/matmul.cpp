@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
 #include "engine/kernels/onednn.h"
+#include "engine/kernels/parallel.h"
 
 namespace ag {
 
@@ -59,64 +62,170 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool 
   return p;
 }
 
-// out (batch, M, N) = scale · A @ B, each output row computed by one thread: no sums across
-// threads, so the result does not depend on the thread count. Rows of at least 16 outputs
-// accumulate row-wise (out[i, :] += A[i, k] · B[k, :], vectorised); shorter rows, the
-// attention heads' (T, head_dim) products, take one dot product per output, four outputs at a
-
 namespace {
 
-template <typename T>
-void matmul_kernel(const T* pa, const T* pb, T* po, const MatmulPlan& p, T scale) {
-  const int64_t M = p.m, K = p.k, N = p.n;
-  const Shape batch_a(p.a_shape.begin(), p.a_shape.end() - 2);
-  const Shape batch_b(p.b_shape.begin(), p.b_shape.end() - 2);
-  const Shape stride_a = broadcast_strides(batch_a, p.batch);  // in matrices
-  const Shape stride_b = broadcast_strides(batch_b, p.batch);
-  const int64_t batch_rank = static_cast<int64_t>(p.batch.size());
-  const int64_t matrices = numel(p.batch);
-  std::vector<int64_t> matrices_a(matrices), matrices_b(matrices);  // per output matrix, its operands
-  for (int64_t m = 0; m < matrices; ++m) {
-    int64_t rest = m;
-    for (int64_t d = batch_rank - 1; d >= 0; --d) {
-      const int64_t index = rest % p.batch[d];
-      rest /= p.batch[d];
-      matrices_a[m] += index * stride_a[d];
-      matrices_b[m] += index * stride_b[d];
+// One matrix b under a batch of a, a not transposed (a Linear layer): the batch folds into the
+// rows of A, (batch·M, K) @ (K, N). Fewer, taller products for either kernel.
+void fold_batch_into_rows(MatmulPlan& p) {
+  if (p.ta || p.batch.empty() || numel(Shape(p.b_shape.begin(), p.b_shape.end() - 2)) != 1) return;
+  p.m *= numel(p.batch);
+  p.a_shape = {p.m, p.k};                                   // (batch·M, K)
+  p.b_shape = Shape(p.b_shape.end() - 2, p.b_shape.end());  // (K, N) or (N, K)
+  p.batch.clear();
+}
+
+// The matrices of a and of b behind output matrix `matrix` (in matrices, under broadcasting).
+std::pair<int64_t, int64_t> operand_matrices(const MatmulPlan& p, int64_t matrix) {
+  const int64_t rank = static_cast<int64_t>(p.batch.size());
+  const int64_t rank_a = static_cast<int64_t>(p.a_shape.size()) - 2,
+                rank_b = static_cast<int64_t>(p.b_shape.size()) - 2;
+  int64_t in_a = 0, in_b = 0, stride_a = 1, stride_b = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    const int64_t index = matrix % p.batch[d];
+    matrix /= p.batch[d];
+    if (const int64_t da = d - (rank - rank_a); da >= 0) {
+      if (p.a_shape[da] != 1) in_a += index * stride_a;
+      stride_a *= p.a_shape[da];
+    }
+    if (const int64_t db = d - (rank - rank_b); db >= 0) {
+      if (p.b_shape[db] != 1) in_b += index * stride_b;
+      stride_b *= p.b_shape[db];
     }
   }
-  // A(i, k) = A[i·a_i + k·a_k] and B(k, j) = B[k·b_k + j·b_j], whichever way each is stored.
-  const int64_t a_i = p.ta ? 1 : K, a_k = p.ta ? M : 1;
-  const int64_t b_k = p.tb ? 1 : N, b_j = p.tb ? K : 1;
-  parallel_for_ranges(matrices * M, K * N, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin, matrix = begin / M, i = begin % M; row < end; ++row) {
-      const T* A = pa + matrices_a[matrix] * M * K + i * a_i;  // row i of A
-      const T* B = pb + matrices_b[matrix] * K * N;
-      T* out = po + row * N;  // (N)
-      if (N >= 16 && !p.tb) {
-        std::fill(out, out + N, T(0));
-        for (int64_t k = 0; k < K; ++k) {
-          const T av = A[k * a_k];
-          const T* brow = B + k * N;
-          for (int64_t j = 0; j < N; ++j) out[j] += av * brow[j];
-        }
-        for (int64_t j = 0; j < N; ++j) out[j] *= scale;
-      } else {
-        auto dots = [&]<int W>(int64_t j) {  // out[j, j + W) as W dot products advancing together
-          T acc[W] = {};
-          for (int64_t k = 0; k < K; ++k) {
-            const T av = A[k * a_k];
-            const T* b = B + k * b_k + j * b_j;  // B(k, j)
-            for (int w = 0; w < W; ++w) acc[w] += av * b[w * b_j];
-          }
-          for (int w = 0; w < W; ++w) out[j + w] = acc[w] * scale;
-        };
-        int64_t j = 0;
-        for (; j + 4 <= N; j += 4) dots.template operator()<4>(j);
-        if (j + 2 <= N) dots.template operator()<2>(j), j += 2;
-        if (j < N) dots.template operator()<1>(j);
+  return {in_a, in_b};
+}
+
+// Sixteen output columns, a vector register's worth in f32 on AVX-512 (GCC splits it into
+// halves or quarters on narrower ISAs). Aligned as T, so loads and stores make no alignment
+// assumption and a std::vector<T> can hold them.
+constexpr int64_t kLanes = 16;
+template <typename T>
+struct LanesOf;
+template <>
+struct LanesOf<float> {
+  typedef float type __attribute__((vector_size(kLanes * sizeof(float)), aligned(alignof(float))));
+};
+template <>
+struct LanesOf<double> {
+  typedef double type __attribute__((vector_size(kLanes * sizeof(double)), aligned(alignof(double))));
+};
+template <typename T>
+using Lanes = typename LanesOf<T>::type;
+
+// Rows of output per tile: the packing of B (k vectors) is repaid over this many rows.
+constexpr int64_t kTileRows = 64;
+
+// One product as the tiles read it: A(i, k) = a[i·a_i + k·a_k] and B(k, j) = b[k·b_k + j·b_j]
+// within each matrix, whichever way each operand is stored.
+template <typename T>
+struct TiledProduct {
+  const T* a;
+  const T* b;
+  T* out;
+  const MatmulPlan* plan;
+  bool same_batch;  // a, b and out have the same batch: matrix m of out reads matrix m of each
+  int64_t m, k, n, a_i, a_k, b_k, b_j;
+  int64_t row_tiles, column_tiles;
+  T scale;
+};
+
+// Tiles [first, last) of the product (tile = (matrix, column tile, row tile), row tile fastest):
+// out(i, j0 + :) = scale · Σ_k A(i, k) · B(k, j0 + :), the sum in k order. B's 16 columns are
+// packed into one vector per k (zero past N), then each row takes one broadcast multiply-add
+// per k.
+template <typename T>
+[[gnu::always_inline]] inline void product_tiles(const TiledProduct<T>& p, int64_t first, int64_t last) {
+  Lanes<T> on_stack[64];
+  std::vector<T> on_heap;  // for longer sums
+  Lanes<T>* packed = on_stack;
+  if (p.k > 64) {
+    on_heap.resize(p.k * kLanes);
+    packed = reinterpret_cast<Lanes<T>*>(on_heap.data());
+  }
+  // The tile's (matrix, column tile, row tile), advanced like an odometer: no division per tile.
+  int64_t row_tile = first % p.row_tiles, column_tile = first / p.row_tiles % p.column_tiles;
+  int64_t matrix = first / p.row_tiles / p.column_tiles;
+  bool pack = true;  // a new (matrix, column tile): pack its columns
+  for (int64_t tile = first; tile < last; ++tile) {
+    const auto [matrix_a, matrix_b] = p.same_batch ? std::pair{matrix, matrix} : operand_matrices(*p.plan, matrix);
+    const int64_t i0 = row_tile * kTileRows, j0 = column_tile * kLanes;
+    const int64_t rows = std::min(kTileRows, p.m - i0), columns = std::min(kLanes, p.n - j0);
+    const T* a = p.a + matrix_a * p.m * p.k + i0 * p.a_i;
+    const T* b = p.b + matrix_b * p.k * p.n + j0 * p.b_j;
+    T* out = p.out + (matrix * p.m + i0) * p.n + j0;
+    if (pack) {
+      for (int64_t k = 0; k < p.k; ++k) {
+        packed[k] = Lanes<T>{};
+        for (int64_t j = 0; j < columns; ++j) packed[k][j] = b[k * p.b_k + j * p.b_j];
       }
-      if (++i == M) i = 0, ++matrix;
+    }
+    pack = ++row_tile == p.row_tiles;
+    if (pack) {
+      row_tile = 0;
+      if (++column_tile == p.column_tiles) column_tile = 0, ++matrix;
+    }
+    auto rows_together = [&]<int R>(int64_t i) {  // rows i … i+R-1: R independent sums
+      Lanes<T> acc[R] = {};
+      for (int64_t k = 0; k < p.k; ++k)
+        for (int r = 0; r < R; ++r) acc[r] += a[(i + r) * p.a_i + k * p.a_k] * packed[k];
+      for (int r = 0; r < R; ++r) {
+        acc[r] *= p.scale;
+        T* row = out + (i + r) * p.n;
+        if (columns == kLanes) {
+          std::memcpy(row, &acc[r], sizeof acc[r]);
+        } else {
+          for (int64_t j = 0; j < columns; ++j) row[j] = acc[r][j];
+        }
+      }
+    };
+    int64_t i = 0;
+    for (; i + 4 <= rows; i += 4) rows_together.template operator()<4>(i);
+    for (; i < rows; ++i) rows_together.template operator()<1>(i);
+  }
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void product_tiles_f32(const TiledProduct<float>& p,
+                                                                                           int64_t first,
+                                                                                           int64_t last) {
+  product_tiles(p, first, last);
+}
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void product_tiles_f64(
+    const TiledProduct<double>& p, int64_t first, int64_t last) {
+  product_tiles(p, first, last);
+}
+
+// out (batch, M, N) = scale · A @ B in tiles of up to 64 rows × 16 columns, each output computed
+// by one tile with the sum in k order: the result does not depend on the thread count. For the
+// products too small for oneDNN (the attention heads' (T, head_dim) products) and for f64.
+template <typename T>
+void matmul_kernel(const T* pa, const T* pb, T* po, MatmulPlan plan, T scale) {
+  fold_batch_into_rows(plan);
+  const MatmulPlan& p = plan;
+  const int64_t M = p.m, K = p.k, N = p.n;
+  const bool same_batch = std::equal(p.a_shape.begin(), p.a_shape.end() - 2, p.batch.begin(), p.batch.end()) &&
+                          std::equal(p.b_shape.begin(), p.b_shape.end() - 2, p.batch.begin(), p.batch.end());
+  const TiledProduct<T> product{.a = pa,
+                                .b = pb,
+                                .out = po,
+                                .plan = &p,
+                                .same_batch = same_batch,
+                                .m = M,
+                                .k = K,
+                                .n = N,
+                                .a_i = p.ta ? 1 : K,
+                                .a_k = p.ta ? M : 1,
+                                .b_k = p.tb ? 1 : N,
+                                .b_j = p.tb ? K : 1,
+                                .row_tiles = (M + kTileRows - 1) / kTileRows,
+                                .column_tiles = (N + kLanes - 1) / kLanes,
+                                .scale = scale};
+  const int64_t tiles = numel(p.batch) * product.column_tiles * product.row_tiles;
+  const int64_t multiply_adds_per_tile = std::min(kTileRows, M) * K * std::min(kLanes, N);
+  parallel_for_ranges(tiles, multiply_adds_per_tile, [&](int64_t first, int64_t last) {
+    if constexpr (std::is_same_v<T, float>) {
+      product_tiles_f32(product, first, last);
+    } else {
+      product_tiles_f64(product, first, last);
     }
   });
 }
@@ -141,13 +250,7 @@ onednn::Dims operand_dims(const Shape& stored, size_t batch_rank, bool transpose
 // out = scale · A @ B on oneDNN; false if oneDNN does not take this problem.
 bool matmul_onednn(const float* pa, const float* pb, float* po, const MatmulPlan& plan, float scale) {
   MatmulPlan p = plan;
-  if (!p.ta && !p.batch.empty() && numel(Shape(p.b_shape.begin(), p.b_shape.end() - 2)) == 1) {
-    // One matrix b under a batch of a (a Linear layer): fold the batch into the rows of A.
-    p.m *= numel(p.batch);
-    p.a_shape = {p.m, p.k};                                   // (batch·M, K)
-    p.b_shape = Shape(p.b_shape.end() - 2, p.b_shape.end());  // (K, N) or (N, K)
-    p.batch.clear();
-  }
+  fold_batch_into_rows(p);
   const size_t rank = p.batch.size();
   onednn::Dims a_strides, b_strides;
   const onednn::Dims a_dims = operand_dims(p.a_shape, rank, p.ta, a_strides);  // (batch…, M, K)
