@@ -2,6 +2,7 @@
 // element in each input (stride 0 along broadcast dims).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,16 @@ inline bool broadcasts_to(const Shape& from, const Shape& to) {
   for (size_t i = 0; i < from.size(); ++i)
     if (from[i] != 1 && from[i] != to[lead + i]) return false;
   return true;
+}
+
+// If `in` (leading 1s aside) is the last dims of `out`, so that it repeats along out's other
+// dims (a bias over rows), the number of its elements; otherwise 0.
+inline int64_t trailing_block(const Shape& in, const Shape& out) {
+  size_t first = 0;
+  while (first < in.size() && in[first] == 1) ++first;
+  const size_t dims = in.size() - first;
+  if (dims > out.size() || !std::equal(in.begin() + first, in.end(), out.end() - dims)) return 0;
+  return numel(in);
 }
 
 // Strides of `in` read as if broadcast to `out` (0 along dims where `in` has size 1 or none).

@@ -41,6 +41,21 @@ Tensor binary_kernel(std::string_view op, const Tensor& a, const Tensor& b, F f)
       });
       return;
     }
+    // One operand repeating along the leading dims of the other (a bias): rows, vectorised.
+    if (const int64_t n = a.shape() == out.shape() ? trailing_block(b.shape(), out.shape()) : 0; n > 0) {
+      parallel_for_ranges(out.numel() / n, n, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          for (int64_t j = 0; j < n; ++j) po[r * n + j] = f(pa[r * n + j], pb[j]);
+      });
+      return;
+    }
+    if (const int64_t n = b.shape() == out.shape() ? trailing_block(a.shape(), out.shape()) : 0; n > 0) {
+      parallel_for_ranges(out.numel() / n, n, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          for (int64_t j = 0; j < n; ++j) po[r * n + j] = f(pa[j], pb[r * n + j]);
+      });
+      return;
+    }
     for_each_broadcast<2>(out.shape(), {a.shape(), b.shape()},
                           [&](int64_t i, const std::array<int64_t, 2>& at) { po[i] = f(pa[at[0]], pb[at[1]]); });
   });

@@ -1,7 +1,8 @@
-// The reductions' kernels: the plan of a reduction, the sum (in double, row-major order on every
-// path, so every path gives the same bits), max/min with their arg-positions, and argmax.
+// The reductions' kernels: the plan of a reduction, the sum (in double: in row-major order, or
+// in eight lanes along a contiguous row), max/min with their arg-positions, and argmax.
 #include "engine/kernels/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/kernels/check.h"
@@ -51,6 +52,39 @@ void split_among_ties(const T* px, int64_t n, T value, T* hot) {
   for (int64_t i = 0; i < n; ++i) hot[i] = tied(px[i]) ? T(1) / static_cast<T>(count) : T(0);
 }
 
+// Σ p[0, n) in double, in eight lanes (lane l takes every eighth element from l) added in a
+// fixed order at the end: independent sums the compiler vectorises, and the same bits on any
+// machine and thread count.
+template <typename T>
+double sum_in_lanes(const T* p, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(p[i + l]);
+  for (int64_t l = 0; i < n; ++i, ++l) lanes[l] += static_cast<double>(p[i]);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+// Each of `rows` contiguous rows of `size` summed into out (times scale): rows cut into fixed
+// chunks whose sums add up in order, so that one long row (a loss, a full sum) is parallel too
+// without its result depending on the thread count.
+template <typename T>
+void sum_rows(const T* px, int64_t rows, int64_t size, double scale, T* po) {
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = std::max<int64_t>(1, (size + kChunk - 1) / kChunk);  // per row
+  std::vector<double> partial(rows * chunks);
+  parallel_for(rows * chunks, std::min(size, kChunk), [&](int64_t c) {
+    const int64_t row = c / chunks, first = c % chunks * kChunk;
+    partial[c] = sum_in_lanes(px + row * size + first, std::min(size - first, kChunk));
+  });
+  for (int64_t row = 0; row < rows; ++row) {
+    double total = 0;
+    for (int64_t c = 0; c < chunks; ++c) total += partial[row * chunks + c];
+    po[row] = static_cast<T>(total * scale);
+  }
+}
+
 }  // namespace
 
 ReducePlan plan_reduce(std::string_view op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -93,6 +127,7 @@ Tensor sum_kernel(const Tensor& x, const ReducePlan& plan, double scale) {
     if (block) {
       // Plain copies, not a structured binding: clang 14 (the fuzz build) cannot capture those.
       const int64_t outer = block->outer, reduced = block->size, inner = block->inner;
+      if (inner == 1) return sum_rows(px, outer, reduced, scale, po);
       // Parallel over output elements; each sums its (reduced) inputs at stride inner.
       parallel_for_ranges(outer * inner, reduced, [&](int64_t begin, int64_t end) {
         std::vector<double> acc(end - begin, 0.0);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -15,6 +16,7 @@
 #include "engine/ops/matmul.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
+#include "engine/threads.h"
 #include "tests/test_util.h"
 
 namespace ag {
@@ -134,6 +136,55 @@ TEST(MatmulOps, BigProductTakesTheParallelPathAndMatchesTheReference) {
     // f32 accumulates in f32: agreement to f32 precision over 80-term sums.
     expect_near(matmul(to(a, DType::f32), to(b, DType::f32), false, tb), naive_batched(a, b, false, tb), 1e-4);
   }
+}
+
+// The loops' tiles (64 rows × 16 columns, B's columns packed per k, four rows at once): partial
+// row and column tiles, sums longer than the on-stack packing (64), every transposition, in f64
+// and f32 below oneDNN's threshold, against the definition.
+TEST(MatmulOps, TiledLoopsMatchTheDefinitionAtEveryTileEdge) {
+  Generator gen(21);
+  const std::vector<std::array<int64_t, 4>> shapes = {
+      // batch, M, K, N
+      {1, 70, 3, 21}, {3, 5, 97, 17}, {2, 67, 1, 33}, {48, 4, 2, 4}, {1, 1, 1, 1}, {1, 129, 2, 16}};
+  for (const auto& [batch, m, k, n] : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const Tensor a = randn(ta ? Shape{batch, k, m} : Shape{batch, m, k}, DType::f64, gen);
+        const Tensor b = randn(tb ? Shape{batch, n, k} : Shape{batch, k, n}, DType::f64, gen);
+        SCOPED_TRACE(testing::Message() << "batch " << batch << " M " << m << " K " << k << " N " << n << " ta " << ta
+                                        << " tb " << tb);
+        const std::vector<double> expected = naive_batched(a, b, ta, tb);
+        expect_near(matmul(a, b, ta, tb), expected, 1e-12);
+        if (batch * m * k * n < 8192)  // the loops in f32 too (above, oneDNN)
+          expect_near(matmul(to(a, DType::f32), to(b, DType::f32), ta, tb), expected, 1e-5 * std::sqrt(k));
+      }
+}
+
+// One matrix under a batch (a Linear layer: the batch folds into the rows) and a batch broadcast
+// against another: each output matrix from the right operand matrices, as the 3-D definition.
+TEST(MatmulOps, TiledLoopsFoldAndBroadcastTheBatch) {
+  Generator gen(22);
+  const Tensor x = randn({5, 13, 7}, DType::f64, gen), w = randn({9, 7}, DType::f64, gen);
+  const Tensor folded = matmul(x, w, false, true);  // (5, 13, 9)
+  const Tensor w_batch = broadcast_to(reshape(w, {1, 9, 7}), {5, 9, 7});
+  expect_near(folded, naive_batched(x, w_batch, false, true), 1e-12);
+  const Tensor a = randn({2, 1, 6, 4}, DType::f64, gen), b = randn({3, 4, 5}, DType::f64, gen);
+  const Tensor out = matmul(a, b);  // (2, 3, 6, 5): a's matrix i with b's matrix j
+  const Tensor a_batch = reshape(broadcast_to(a, {2, 3, 6, 4}), {6, 6, 4});
+  const Tensor b_batch = reshape(broadcast_to(b, {2, 3, 4, 5}), {6, 4, 5});
+  expect_near(out, naive_batched(a_batch, b_batch, false, false), 1e-12);
+}
+
+TEST(MatmulOps, TiledLoopsGiveTheSameBitsOnOneAndTwoThreads) {
+  Generator gen(23);
+  const Tensor a = randn({4, 300, 50}, DType::f64, gen), b = randn({4, 50, 40}, DType::f64, gen);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const std::vector<double> one = matmul(a, b).to_vector();
+  set_num_threads(2);
+  const std::vector<double> two = matmul(a, b).to_vector();
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);
 }
 
 TEST(MatmulOps, EmptyInnerDimensionGivesZeros) {

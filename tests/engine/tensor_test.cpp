@@ -7,6 +7,8 @@
 #include "engine/autograd.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
+#include "engine/threads.h"
 #include "tests/test_util.h"
 
 namespace ag {
@@ -84,6 +86,48 @@ TEST(Generator, DistributionsHaveTheRightMoments) {
     ++counts[static_cast<int>(v) + 2];
   }
   for (int c : counts) EXPECT_NEAR(c, 2000, 200);
+}
+
+// A bias repeating along the leading dims (the binary ops' row loop), either side, against the
+// definition; sub is not symmetric, so a swapped operand would show.
+TEST(Arithmetic, AnOperandRepeatingAlongLeadingDimsMatchesTheDefinition) {
+  const Tensor a = reshape(arange(0, 24, 1, DType::f64), {2, 3, 4});
+  for (const Shape& bias_shape : {Shape{4}, Shape{1, 4}, Shape{3, 4}, Shape{1, 1, 4}, Shape{}}) {
+    const Tensor b = reshape(add(mul(arange(0, numel(bias_shape), 1, DType::f64), 0.5), 100), bias_shape);
+    const std::vector<double> va = a.to_vector(), vb = b.to_vector();
+    std::vector<double> a_minus_b(24), b_minus_a(24);
+    for (int64_t i = 0; i < 24; ++i) {
+      const double bi = vb[i % vb.size()];  // b's elements repeat every numel(b)
+      a_minus_b[i] = va[i] - bi;
+      b_minus_a[i] = bi - va[i];
+    }
+    SCOPED_TRACE(shape_str(bias_shape));
+    EXPECT_EQ(sub(a, b).to_vector(), a_minus_b);
+    EXPECT_EQ(sub(b, a).to_vector(), b_minus_a);
+    EXPECT_EQ(sub(b, a).shape(), Shape({2, 3, 4}));
+  }
+}
+
+// A long contiguous row sums in parallel chunks: exact where double is exact, close to a
+// sequential double sum otherwise, and the same bits on 1 and 2 threads.
+TEST(Sum, ALongRowIsExactAndAlikeOnAnyThreadCount) {
+  const int64_t n = 300001;
+  EXPECT_EQ(sum(arange(0, n, 1, DType::f64)).item(), double(n) * (n - 1) / 2);
+  Generator gen(5);
+  const Tensor x = randn({2, n}, DType::f32, gen);
+  const std::vector<double> v = x.to_vector();
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const std::vector<double> one = sum(x, {1}).to_vector();
+  set_num_threads(2);
+  const std::vector<double> two = sum(x, {1}).to_vector();
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);
+  for (int64_t row = 0; row < 2; ++row) {
+    double sequential = 0;
+    for (int64_t i = 0; i < n; ++i) sequential += v[row * n + i];
+    EXPECT_NEAR(one[row], sequential, 1e-6 * std::abs(sequential) + 1e-3);
+  }
 }
 
 TEST(Tensor, InPlaceOpsBumpTheVersion) {
