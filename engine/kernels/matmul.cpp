@@ -169,12 +169,13 @@ template <typename T>
       for (int64_t k = 0; k < p.k; ++k)
         for (int r = 0; r < R; ++r) acc[r] += a[(i + r) * p.a_i + k * p.a_k] * packed[k];
       for (int r = 0; r < R; ++r) {
-        acc[r] *= p.scale;
+        const Lanes<T> scaled = acc[r] * p.scale;
         T* row = out + (i + r) * p.n;
         if (columns == kLanes) {
-          std::memcpy(row, &acc[r], sizeof acc[r]);
-        } else {
-          for (int64_t j = 0; j < columns; ++j) row[j] = acc[r][j];
+          std::memcpy(row, &scaled, sizeof scaled);
+        } else {  // a fixed trip count with a condition: a masked store, not a call to memcpy
+          for (int j = 0; j < kLanes; ++j)
+            if (j < columns) row[j] = scaled[j];
         }
       }
     };
