@@ -8,6 +8,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernels/optim.h"
+#include "engine/kernels/reduce.h"
 
 namespace ag::nn {
 
@@ -234,8 +235,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     dispatch_floating(p.grad().dtype(), "clip_grad_norm", [&]<typename T>() {
       const T* g = p.grad().template data<T>();
       const int64_t n = p.grad().numel();
-      if (norm_type == 2) {  // the common case, without a pow per element
-        for (int64_t i = 0; i < n; ++i) total += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+      if (norm_type == 2) {  // the common case, without a pow per element, vectorised
+        total += sum_in_lanes(g, n, [](double v) { return v * v; });
         return;
       }
       for (int64_t i = 0; i < n; ++i) {

@@ -52,20 +52,6 @@ void split_among_ties(const T* px, int64_t n, T value, T* hot) {
   for (int64_t i = 0; i < n; ++i) hot[i] = tied(px[i]) ? T(1) / static_cast<T>(count) : T(0);
 }
 
-// Σ p[0, n) in double, in eight lanes (lane l takes every eighth element from l) added in a
-// fixed order at the end: independent sums the compiler vectorises, and the same bits on any
-// machine and thread count.
-template <typename T>
-double sum_in_lanes(const T* p, int64_t n) {
-  constexpr int64_t kLanes = 8;
-  double lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(p[i + l]);
-  for (int64_t l = 0; i < n; ++i, ++l) lanes[l] += static_cast<double>(p[i]);
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-}
-
 // Each of `rows` contiguous rows of `size` summed into out (times scale): rows cut into fixed
 // chunks whose sums add up in order, so that one long row (a loss, a full sum) is parallel too
 // without its result depending on the thread count.
@@ -76,7 +62,7 @@ void sum_rows(const T* px, int64_t rows, int64_t size, double scale, T* po) {
   std::vector<double> partial(rows * chunks);
   parallel_for(rows * chunks, std::min(size, kChunk), [&](int64_t c) {
     const int64_t row = c / chunks, first = c % chunks * kChunk;
-    partial[c] = sum_in_lanes(px + row * size + first, std::min(size - first, kChunk));
+    partial[c] = sum_in_lanes(px + row * size + first, std::min(size - first, kChunk), [](double v) { return v; });
   });
   for (int64_t row = 0; row < rows; ++row) {
     double total = 0;
