@@ -1,9 +1,33 @@
 // The `attograd` program: everything is in ag::cli::run (tools/attograd.cpp). Started by mpirun,
 // it is one rank of a data-parallel job (nn/distributed.h).
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "nn/distributed.h"
 #include "tools/commands.h"
 
+namespace {
+
+// Note [waiting threads]: between parallel regions libgomp's threads spin for up to 300,000
+// iterations (its default) before they sleep. On a quiet machine that saves a wake-up; with
+// another job on one of two vCPUs the spinning thread holds the core its partner needs: a
+// 2-thread Transformer step took 521 ms there against 266 ms on 1 thread. A spin of 3,000 kept
+// the quiet times and cut that to about 330 ms (tools/bench/omp_wait.sh; figures in
+// tools/bench/README.md, "Waiting threads"). libgomp reads the setting once, as it loads, before
+// main: so the program sets it and starts itself again, unless the user chose (OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT set) or a preloaded tool (valgrind, heaptrack) is watching this process.
+void spin_briefly_between_regions(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT") || std::getenv("LD_PRELOAD")) return;
+  setenv("GOMP_SPINCOUNT", "3000", 1);
+  execv("/proc/self/exe", argv);  // returns only if it failed: run on with libgomp's default
+  unsetenv("GOMP_SPINCOUNT");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  spin_briefly_between_regions(argv);
   ag::nn::dist::init(argc, argv);
   const int status = ag::cli::run(argc, argv);
   ag::nn::dist::finalize();
