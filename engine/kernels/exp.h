@@ -23,4 +23,7 @@ namespace ag::kernels {
   return e * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
 }
 
+// e^x for x ≤ 0, exactly 0 below -87 (a masked -inf key or score: weight 0, as in PyTorch).
+[[gnu::always_inline]] inline float exp_or_zero(float x) { return x < -87.0f ? 0.0f : exp_nonpositive(x); }
+
 }  // namespace ag::kernels

@@ -111,8 +111,7 @@ void transpose_scaled(const F* src, int64_t ld, int64_t rows, int64_t cols, F sc
 
 // ---- Row passes over a score block ----
 
-// e^x for x ≤ 0, exactly 0 at -inf (a masked key).
-[[gnu::always_inline]] inline float exp_or_zero(float x) { return x < -87.0f ? 0.0f : exp_nonpositive(x); }
+// e^x for x ≤ 0: the float one (kernels/exp.h) is exactly 0 at -inf (a masked key).
 [[gnu::always_inline]] inline double exp_or_zero(double x) { return std::exp(x); }
 
 template <typename F>

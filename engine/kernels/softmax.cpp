@@ -4,11 +4,13 @@
 // gives NaN, since it has no finite entry to normalise by.
 #include "engine/kernels/softmax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
+#include "engine/kernels/exp.h"
 #include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
 #include "engine/kernels/rows.h"
@@ -66,9 +68,46 @@ bool softmax_onednn(const Tensor& x, Tensor& y, const RowView& p) {
   return true;
 }
 
+// f32 softmax along contiguous rows of at most this many: the rows the attention heads of the
+// seeds' sizes give, where oneDNN spends ~25 ns a row and the loops above call libm's exp per
+// element (tools/bench/README.md, "Thresholds").
+constexpr int64_t kShortRowMax = 16;
+
+// y = e^(x − max) / Σ along each row, e^ inlined and exact 0 for -inf (kernels/exp.h, about 1 ulp
+// from libm's), Σ in double and in order as in the loops above. Rows this short give a vector
+// loop nothing to do, so the exponentials run as one loop over the whole block of rows.
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void softmax_short_rows(const float* x, float* y,
+                                                                                            int64_t first, int64_t last,
+                                                                                            int64_t size) {
+  for (int64_t row = first; row < last; ++row) {  // y = x − max (skipping NaN: e^(NaN − max) stays NaN)
+    const float* in = x + row * size;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t k = 0; k < size; ++k) max = std::max(max, in[k]);
+    for (int64_t k = 0; k < size; ++k) y[row * size + k] = in[k] - max;  // all -inf: -inf + inf = NaN
+  }
+  float* block = y + first * size;
+  const int64_t count = (last - first) * size;
+#pragma omp simd
+  for (int64_t i = 0; i < count; ++i) block[i] = kernels::exp_or_zero(block[i]);
+  for (int64_t row = first; row < last; ++row) {
+    float* out = y + row * size;
+    double total = 0;
+    for (int64_t k = 0; k < size; ++k) total += out[k];
+    const float scale = static_cast<float>(1 / total);
+    for (int64_t k = 0; k < size; ++k) out[k] *= scale;
+  }
+}
+
 // log_softmax never runs on oneDNN: its logsoftmax subtracts max + log Σ in one step, ~800×
 // less accurate than PyTorch f32 for the most probable class (tests/engine/parity_test.cpp).
 Tensor run_softmax(std::string_view op, const Tensor& x, const RowView& p, bool log) {
+  if (!log && x.dtype() == DType::f32 && p.inner == 1 && p.size <= kShortRowMax) {
+    Tensor y = empty(x.shape(), x.dtype());
+    parallel_for_ranges(p.outer, 8 * p.size, [&](int64_t first, int64_t last) {
+      softmax_short_rows(x.data<float>(), y.data<float>(), first, last, p.size);
+    });
+    return y;
+  }
   if (!log && x.dtype() == DType::f32 && x.numel() >= kOneDnnSoftmaxMin) {
     Tensor y = empty(x.shape(), x.dtype());
     if (softmax_onednn(x, y, p)) return y;

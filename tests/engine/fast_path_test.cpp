@@ -88,9 +88,9 @@ TEST(FastPath, ScaledMatmulAgreesWithF64) {
 }
 
 TEST(FastPath, SoftmaxAgreesWithF64) {
-  const std::vector<std::pair<Shape, int64_t>> cases = {{{8192, 128}, -1}, {{37, 129}, -1}, {{1, 5000}, -1},
-                                                        {{5000, 1}, -1},   {{3, 2000}, 0},  {{4, 50, 33}, 1},
-                                                        {{12, 6}, -1},     {{1}, 0}};
+  const std::vector<std::pair<Shape, int64_t>> cases = {
+      {{8192, 128}, -1}, {{37, 129}, -1}, {{1, 5000}, -1}, {{5000, 1}, -1},  {{3, 2000}, 0}, {{4, 50, 33}, 1},
+      {{12, 6}, -1},     {{1}, 0},        {{192, 4}, -1},  {{8192, 16}, -1}, {{300, 7}, -1}, {{5, 17}, -1}};
   for (const auto& [shape, dim] : cases) {
     auto [x64, x32] = random_pair(shape, 5);
     for (bool log : {false, true})
@@ -107,6 +107,23 @@ TEST(FastPath, SoftmaxMaskedRowsAgreeWithF64) {
     expect_close(softmax_forward(masked_fill(x32, mask, -INFINITY), -1, log),
                  softmax_forward(masked_fill(x64, mask, -INFINITY), -1, log), 1e-5,
                  log ? "masked log_softmax" : "masked softmax");
+}
+
+// The short rows (16 or fewer, the seeds' attention heads): -inf gets exactly weight 0, a row all
+// -inf or holding a NaN is NaN, as in f64 (and PyTorch).
+TEST(FastPath, SoftmaxShortMaskedRowsAgreeWithF64) {
+  auto [x64, x32] = random_pair({48, 16, 16}, 7);
+  const Tensor mask = causal_mask(16);  // true above the diagonal: masked
+  for (Tensor* x : {&x32, &x64}) {
+    *x = masked_fill(*x, mask, -INFINITY);
+    x->set({0, 0, 0}, -INFINITY);  // row (0, 0), causal, had only this key: now all -inf
+    x->set({1, 5, 2}, NAN);        // row (1, 5) holds a NaN
+  }
+  const Tensor y32 = softmax_forward(x32, -1, false), y64 = softmax_forward(x64, -1, false);
+  expect_close(y32, y64, 1e-5, "short masked softmax");
+  EXPECT_EQ(y32.at({2, 0, 1}), 0.0);  // masked: exactly 0
+  EXPECT_TRUE(std::isnan(y32.at({0, 0, 0})) && std::isnan(y32.at({1, 5, 0})));
+  EXPECT_FALSE(std::isnan(y32.at({1, 4, 0})));
 }
 
 TEST(FastPath, SoftmaxBackwardAgreesWithComposition) {
