@@ -23,7 +23,10 @@ namespace ag::kernels {
   return e * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
 }
 
-// e^x for x ≤ 0, exactly 0 below -87 (a masked -inf key or score: weight 0, as in PyTorch).
+// e^x for x ≤ 0, exactly 0 below -87 (a masked -inf key or score: weight 0, as in PyTorch); the
+// double one is libm's. Both here, as one overload set: a copy of one of them in a caller's own
+// namespace would hide the other (the float calls would then quietly take the scalar double one).
 [[gnu::always_inline]] inline float exp_or_zero(float x) { return x < -87.0f ? 0.0f : exp_nonpositive(x); }
+[[gnu::always_inline]] inline double exp_or_zero(double x) { return std::exp(x); }
 
 }  // namespace ag::kernels

@@ -111,9 +111,6 @@ void transpose_scaled(const F* src, int64_t ld, int64_t rows, int64_t cols, F sc
 
 // ---- Row passes over a score block ----
 
-// e^x for x ≤ 0: the float one (kernels/exp.h) is exactly 0 at -inf (a masked key).
-[[gnu::always_inline]] inline double exp_or_zero(double x) { return std::exp(x); }
-
 template <typename F>
 [[gnu::always_inline]] inline F row_max_body(const F* row, int64_t n) {
   F max = -std::numeric_limits<F>::infinity();
