@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
 #include "engine/kernels/onednn.h"
@@ -74,27 +75,6 @@ void fold_batch_into_rows(MatmulPlan& p) {
   p.batch.clear();
 }
 
-// The matrices of a and of b behind output matrix `matrix` (in matrices, under broadcasting).
-std::pair<int64_t, int64_t> operand_matrices(const MatmulPlan& p, int64_t matrix) {
-  const int64_t rank = static_cast<int64_t>(p.batch.size());
-  const int64_t rank_a = static_cast<int64_t>(p.a_shape.size()) - 2,
-                rank_b = static_cast<int64_t>(p.b_shape.size()) - 2;
-  int64_t in_a = 0, in_b = 0, stride_a = 1, stride_b = 1;
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    const int64_t index = matrix % p.batch[d];
-    matrix /= p.batch[d];
-    if (const int64_t da = d - (rank - rank_a); da >= 0) {
-      if (p.a_shape[da] != 1) in_a += index * stride_a;
-      stride_a *= p.a_shape[da];
-    }
-    if (const int64_t db = d - (rank - rank_b); db >= 0) {
-      if (p.b_shape[db] != 1) in_b += index * stride_b;
-      stride_b *= p.b_shape[db];
-    }
-  }
-  return {in_a, in_b};
-}
-
 // Sixteen output columns, a vector register's worth in f32 on AVX-512 (GCC splits it into
 // halves or quarters on narrower ISAs). Aligned as T, so loads and stores make no alignment
 // assumption and a std::vector<T> can hold them.
@@ -122,8 +102,8 @@ struct TiledProduct {
   const T* a;
   const T* b;
   T* out;
-  const MatmulPlan* plan;
-  bool same_batch;  // a, b and out have the same batch: matrix m of out reads matrix m of each
+  const Shape* batch;
+  Shape stride_a, stride_b;  // in matrices, under broadcasting; empty when a, b and out share the batch
   int64_t m, k, n, a_i, a_k, b_k, b_j;
   int64_t row_tiles, column_tiles;
   T scale;
@@ -147,7 +127,16 @@ template <typename T>
   int64_t matrix = first / p.row_tiles / p.column_tiles;
   bool pack = true;  // a new (matrix, column tile): pack its columns
   for (int64_t tile = first; tile < last; ++tile) {
-    const auto [matrix_a, matrix_b] = p.same_batch ? std::pair{matrix, matrix} : operand_matrices(*p.plan, matrix);
+    int64_t matrix_a = matrix, matrix_b = matrix;  // the operands' matrices behind output matrix `matrix`
+    if (!p.stride_a.empty()) {
+      matrix_a = matrix_b = 0;
+      for (int64_t d = static_cast<int64_t>(p.batch->size()) - 1, rest = matrix; d >= 0; --d) {
+        const int64_t index = rest % (*p.batch)[d];
+        rest /= (*p.batch)[d];
+        matrix_a += index * p.stride_a[d];
+        matrix_b += index * p.stride_b[d];
+      }
+    }
     const int64_t i0 = row_tile * kTileRows, j0 = column_tile * kLanes;
     const int64_t rows = std::min(kTileRows, p.m - i0), columns = std::min(kLanes, p.n - j0);
     const T* a = p.a + matrix_a * p.m * p.k + i0 * p.a_i;
@@ -205,11 +194,15 @@ void matmul_kernel(const T* pa, const T* pb, T* po, MatmulPlan plan, T scale) {
   const int64_t M = p.m, K = p.k, N = p.n;
   const bool same_batch = std::equal(p.a_shape.begin(), p.a_shape.end() - 2, p.batch.begin(), p.batch.end()) &&
                           std::equal(p.b_shape.begin(), p.b_shape.end() - 2, p.batch.begin(), p.batch.end());
+  auto strides = [&](const Shape& stored) {  // none when the batch is shared: no allocation on the common path
+    return same_batch ? Shape{} : broadcast_strides(Shape(stored.begin(), stored.end() - 2), p.batch);
+  };
   const TiledProduct<T> product{.a = pa,
                                 .b = pb,
                                 .out = po,
-                                .plan = &p,
-                                .same_batch = same_batch,
+                                .batch = &p.batch,
+                                .stride_a = strides(p.a_shape),
+                                .stride_b = strides(p.b_shape),
                                 .m = M,
                                 .k = K,
                                 .n = N,
