@@ -121,6 +121,7 @@ class Trainer {
   std::map<std::string, double> evaluate();
   void check_ranks_agree(const std::string& when) const;
   TrainingInterrupted interrupted(int64_t epoch, int64_t step);
+  std::string where(int64_t epoch, int64_t step) const;
   std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);
   void write_config() const;
