@@ -102,7 +102,7 @@ class ProgressBar {
 }  // namespace
 
 void stop_training_on_signals() {
-  for (int signal : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal, request_stop);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) std::signal(signal, request_stop);
 }
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options)
