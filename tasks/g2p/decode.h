@@ -6,11 +6,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "tasks/g2p/metrics.h"
 #include "tasks/g2p/model.h"
 
 namespace ag::g2p {
-
-using Ids = std::vector<int64_t>;
 
 struct DecodeOptions {
   int64_t beam = 1;          // 1: greedy

@@ -105,12 +105,6 @@ std::vector<Pair> training_pairs(const Lexicon& lexicon, const Symbols& source, 
   return kept;
 }
 
-ErrorRates score_all(const std::vector<Ids>& predictions, const std::vector<std::vector<Ids>>& references) {
-  ErrorRates rates;
-  for (size_t i = 0; i < predictions.size(); ++i) rates.add(score_word(predictions[i], references[i]));
-  return rates;
-}
-
 class G2PTask : public nn::TrainTask {
  public:
   G2PTask(G2PTransformer& model, std::vector<Pair> pairs, EvalSet validation, const G2POptions& options)
@@ -164,7 +158,7 @@ class G2PTask : public nn::TrainTask {
                                                    validation_.references.begin() + shard.end(n));
     const std::vector<Ids> predictions =
         decode_all(model_, sources, {.max_extra = options_.max_extra}, options_.eval_batch_size);
-    const ErrorRates rates = score_all(predictions, references);
+    const ErrorRates rates = score(predictions, references);
     nn::MetricSums sums = {
         {"val_per", {100.0 * static_cast<double>(rates.edits), static_cast<double>(rates.ref_length)}},
         {"val_wer", {100.0 * static_cast<double>(rates.wrong), static_cast<double>(rates.words)}},
@@ -296,21 +290,20 @@ void print_confusions(const std::vector<Ids>& predictions, const std::vector<std
 }
 
 // The report's pictures: error rates by word length, the confusions, a few test words' alignments.
-void write_report(const std::string& path, G2PTransformer& model, const EvalSet& test,
+void write_report(const std::string& path, const std::string& title, G2PTransformer& model, const EvalSet& test,
                   const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target) {
-  ReportData data;
-  std::map<size_t, ErrorRates> by_length;
-  for (size_t i = 0; i < predictions.size(); ++i)
-    by_length[test.sources[i].size()].add(score_word(predictions[i], test.references[i]));
-  for (const auto& [length, rates] : by_length) data.by_length.push_back({static_cast<int64_t>(length), rates});
+  ReportData data{.title = title};
+  std::vector<int64_t> lengths;
+  for (const Ids& s : test.sources) lengths.push_back(static_cast<int64_t>(s.size()));
+  data.by_length = rates_by_length(predictions, test.references, lengths);
   data.confusions = top_confusions(predictions, test.references, target, 12);
   for (size_t k = 0; k < 4 && k < test.words.size(); ++k) {
     const size_t i = (k * 2 + 1) * test.words.size() / 9;  // a few words spread over the (sorted) split
     Alignment a;
-    a.word = test.words[i];
     for (const int64_t id : test.sources[i]) a.letters.push_back(source.symbol(id));
     for (const int64_t id : predictions[i]) a.phonemes.push_back(target.symbol(id));
-    a.weights = cross_attention(model, test.sources[i], predictions[i]);
+    for (const std::vector<double>& row : cross_attention(model, test.sources[i], predictions[i]))
+      a.weights.insert(a.weights.end(), row.begin(), row.end());
     data.alignments.push_back(std::move(a));
   }
   write_file_atomically(path, report_svg(data));
@@ -400,24 +393,27 @@ int train(const G2POptions& options) {
   fmt::print("best epoch {} (lowest validation WER) -> {}\n",
              loaded.metadata.count("epoch") ? loaded.metadata.at("epoch") : "?", best);
   const Decoded greedy = decode_timed(model, test.sources, 1, options.max_extra, options.eval_batch_size);
-  print_rates("test (greedy)", score_all(greedy.predictions, test.references), greedy);
+  print_rates("test (greedy)", score(greedy.predictions, test.references), greedy);
   const Decoded* reported = &greedy;
   Decoded beam;
   if (options.beam > 1) {
     beam = decode_timed(model, test.sources, options.beam, options.max_extra, options.eval_batch_size);
-    print_rates(fmt::format("test (beam {})", options.beam), score_all(beam.predictions, test.references), beam);
+    print_rates(fmt::format("test (beam {})", options.beam), score(beam.predictions, test.references), beam);
     reported = &beam;
   }
   print_confusions(reported->predictions, test.references, target, 10);
   fmt::print("a few test words:\n");
   for (size_t k = 0; k < 8 && k < test.words.size(); ++k) {
     const size_t i = k * test.words.size() / 8;
-    const WordScore s = score_word(reported->predictions[i], test.references[i]);
+    const WordScore s = nearest(reported->predictions[i], test.references[i]);
     fmt::print("  {:<16} {:<28} {}\n", test.words[i], target.decode(reported->predictions[i], " "),
                s.edits == 0 ? "right" : "reference " + target.decode(test.references[i][s.ref_index], " "));
   }
   if (options.report) {
-    write_report(options.training.out + "/report.svg", model, test, reported->predictions, source, target);
+    write_report(options.training.out + "/report.svg",
+                 fmt::format("g2p {}, best epoch, test ({})", options.preset,
+                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                 model, test, reported->predictions, source, target);
     fmt::print("wrote {}/report.svg\n", options.training.out);
   }
   return 0;
@@ -435,7 +431,7 @@ int eval(const EvalOptions& options) {
   const Decoded decoded = decode_timed(*trained.model, set.sources, options.beam, trained.config.value("max_extra", 10),
                                        options.eval_batch_size);
   print_rates(fmt::format("{} ({})", options.split, options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
-              score_all(decoded.predictions, set.references), decoded);
+              score(decoded.predictions, set.references), decoded);
   print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
   return 0;
 }
