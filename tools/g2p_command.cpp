@@ -99,6 +99,9 @@ Command add_eval_g2p(CLI::App* eval) {
   app->add_option("--eval-batch-size", options->eval_batch_size, "Words decoded at once")
       ->check(whole_number(1, 65536))
       ->capture_default_str();
+  app->add_option("--report", options->report,
+                  "Also write the report (error rates by length, confusions, attention alignments) as SVG here")
+      ->check(kPath);
   return {app, [options] { return g2p::eval(*options); }};
 }
 

@@ -292,7 +292,8 @@ void print_confusions(const std::vector<Ids>& predictions, const std::vector<std
 // The report's pictures: error rates by word length, the confusions, a few test words' alignments.
 void write_report(const std::string& path, const std::string& title, G2PTransformer& model, const EvalSet& test,
                   const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target) {
-  ReportData data{.title = title};
+  ReportData data;
+  data.title = title;
   std::vector<int64_t> lengths;
   for (const Ids& s : test.sources) lengths.push_back(static_cast<int64_t>(s.size()));
   data.by_length = rates_by_length(predictions, test.references, lengths);
@@ -420,6 +421,7 @@ int train(const G2POptions& options) {
 }
 
 int eval(const EvalOptions& options) {
+  if (!options.report.empty()) tasks::check_not_an_input(options.report, "--report", {options.checkpoint, options.data});
   Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
            "eval g2p: --split must be test, val or train, got '{}'", options.split);
@@ -433,6 +435,13 @@ int eval(const EvalOptions& options) {
   print_rates(fmt::format("{} ({})", options.split, options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
               score(decoded.predictions, set.references), decoded);
   print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
+  if (!options.report.empty()) {
+    write_report(options.report,
+                 fmt::format("{}, {} ({})", options.checkpoint, options.split,
+                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                 *trained.model, set, decoded.predictions, trained.source, trained.target);
+    fmt::print("wrote {}\n", options.report);
+  }
   return 0;
 }
 

@@ -37,6 +37,7 @@ struct EvalOptions {
   int64_t beam = 1;
   int64_t eval_batch_size = 512;
   int64_t confusions = 10;  // the most frequent phoneme confusions printed
+  std::string report{};     // if set: report.svg of this split written there
 };
 
 struct PredictOptions {

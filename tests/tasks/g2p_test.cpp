@@ -95,7 +95,7 @@ TEST(G2PModel, PaddingChangesNoWordsLogits) {
 TEST(G2PDecode, CachedDecodingEqualsRecomputationTokenForToken) {
   const auto owner = sharpened_model(5);
   G2PTransformer& model = *owner;
-  const std::vector<Ids> sources = random_sources(40, 11);
+  const std::vector<Ids> sources = random_sources(16, 11);
   for (const int64_t beam : {1, 3}) {
     const std::vector<Ids> cached = decode_batch(model, sources, {.beam = beam, .max_extra = 4});
     const std::vector<Ids> recomputed =
@@ -103,7 +103,7 @@ TEST(G2PDecode, CachedDecodingEqualsRecomputationTokenForToken) {
     EXPECT_EQ(cached, recomputed) << "beam " << beam;
     int64_t tokens = 0;
     for (const Ids& ids : cached) tokens += static_cast<int64_t>(ids.size());
-    EXPECT_GT(tokens, 40) << "the outputs should not be all empty";
+    EXPECT_GT(tokens, 16) << "the outputs should not be all empty";
   }
 }
 
