@@ -24,11 +24,11 @@ Command add_train_g2p(CLI::App* train) {
           ->check(CLI::ExistingFile);
   app->add_flag("--stress", options->stress, "CMUdict: keep the stress digits (69 symbols instead of 39)")
       ->excludes(data);
-  CLI::Option* preset = app->add_option("--preset", options->preset,
-                                        "small: d 128, 4 heads, 2 + 2 layers, FF 512; base: d 256, 4 heads, 3 + 3 "
-                                        "layers, FF 1024 (dropout 0.1 both)")
-                            ->check(CLI::IsMember({"small", "base"}))
-                            ->capture_default_str();
+  app->add_option("--preset", options->preset,
+                  "small: d 128, 4 heads, 2 + 2 layers, FF 512; base: d 256, 4 heads, 3 + 3 "
+                  "layers, FF 1024 (dropout 0.1 both)")
+      ->check(CLI::IsMember({"small", "base"}))
+      ->capture_default_str();
   const std::vector<std::pair<CLI::Option*, int64_t g2p::ModelConfig::*>> sizes = {
       {app->add_option("--d-model", options->model.d_model, "Model width (default: the preset's)"),
        &g2p::ModelConfig::d_model},
@@ -71,15 +71,22 @@ Command add_train_g2p(CLI::App* train) {
                   "Smoke runs: validate and test on this many evenly spaced words (0: all)")
       ->check(whole_number(0, 100000000))
       ->capture_default_str();
-  return {app, [app, options, preset, sizes, dropout] {
+  // --heads must divide --d-model (each the given value or the preset's): a usage error, before any work.
+  app->callback([options, sizes] {
+    const g2p::ModelConfig defaults = g2p::preset_config(options->preset);
+    const auto value = [&](size_t i) {
+      return sizes[i].first->count() > 0 ? options->model.*sizes[i].second : defaults.*sizes[i].second;
+    };
+    if (value(0) % value(1) != 0)
+      throw CLI::ValidationError("--heads", fmt::format("--heads {} must divide --d-model {}", value(1), value(0)));
+  });
+  return {app, [app, options, sizes, dropout] {
             carry_over_settings(app, options->training.resume);
             // Sizes not given take the preset's.
             const g2p::ModelConfig defaults = g2p::preset_config(options->preset);
             for (const auto& [option, field] : sizes)
               if (option->count() == 0) options->model.*field = defaults.*field;
             if (dropout->count() == 0) options->model.dropout = defaults.dropout;
-            AG_CHECK(options->model.d_model % options->model.heads == 0,
-                     "train g2p: --heads {} must divide --d-model {}", options->model.heads, options->model.d_model);
             nn::stop_training_on_signals();
             return g2p::train(*options);
           }};

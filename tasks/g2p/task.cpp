@@ -129,27 +129,23 @@ class G2PTask : public nn::TrainTask {
 
   Tensor loss(const std::vector<int64_t>& batch) override {
     std::vector<const Ids*> sources, targets;
-    int64_t target_tokens = 0;
     for (const int64_t i : batch) {
-      sources.push_back(&pairs_[static_cast<size_t>(i)].source);
-      targets.push_back(&pairs_[static_cast<size_t>(i)].target);
-      target_tokens += static_cast<int64_t>(pairs_[static_cast<size_t>(i)].target.size()) + 1;
-      tokens_ += static_cast<int64_t>(pairs_[static_cast<size_t>(i)].source.size());
+      const Pair& pair = pairs_[static_cast<size_t>(i)];
+      sources.push_back(&pair.source);
+      targets.push_back(&pair.target);
+      tokens_ += static_cast<int64_t>(pair.source.size() + pair.target.size()) + 1;  // + <eos>
     }
-    tokens_ += target_tokens;
     const Tensor source = pad_rows(sources, std::nullopt, std::nullopt);  // (B, S)
     const Tensor target_in = pad_rows(targets, kBos, std::nullopt);       // (B, T + 1): <bos> p1 … pn
     const Tensor target_out = pad_rows(targets, std::nullopt, kEos);      // (B, T + 1): p1 … pn <eos>
     const Tensor logits = model_.forward(source, target_in);              // (B, T + 1, V)
     Tensor loss = cross_entropy(reshape(logits, {-1, model_.config.target_vocab}), reshape(target_out, {-1}), kPad,
                                 Reduction::mean, options_.label_smoothing);
-    loss_sum_ += loss.item() * static_cast<double>(target_tokens);  // the peer's loss: a mean over tokens
-    loss_tokens_ += target_tokens;
     return loss;
   }
 
-  // Greedy decoding of this rank's share of the validation words: PER, WER; and the epoch's training
-  // loss as the peer reports it (over target tokens), summed over the ranks by the Trainer.
+  // Greedy decoding of this rank's share of the validation words: PER and WER (as sums the Trainer
+  // adds up over the ranks).
   nn::MetricSums evaluate(const nn::dist::Shard& shard) override {
     const auto n = static_cast<int64_t>(validation_.words.size());
     const std::vector<Ids> sources(validation_.sources.begin() + shard.begin(n),
@@ -161,10 +157,7 @@ class G2PTask : public nn::TrainTask {
     const ErrorRates rates = score(predictions, references);
     nn::MetricSums sums = {
         {"val_per", {100.0 * static_cast<double>(rates.edits), static_cast<double>(rates.ref_length)}},
-        {"val_wer", {100.0 * static_cast<double>(rates.wrong), static_cast<double>(rates.words)}},
-        {"train_loss_tokens", {loss_sum_, static_cast<double>(loss_tokens_)}}};
-    loss_sum_ = 0;
-    loss_tokens_ = 0;
+        {"val_wer", {100.0 * static_cast<double>(rates.wrong), static_cast<double>(rates.words)}}};
     return sums;
   }
 
@@ -177,8 +170,6 @@ class G2PTask : public nn::TrainTask {
   std::vector<Pair> pairs_;
   EvalSet validation_;
   const G2POptions& options_;
-  double loss_sum_ = 0;
-  int64_t loss_tokens_ = 0;
   int64_t tokens_ = 0;
 };
 
@@ -313,7 +304,7 @@ void write_report(const std::string& path, const std::string& title, G2PTransfor
 void print_table(const std::vector<nn::EpochRecord>& history) {
   fmt::print("{:>5} {:>10} {:>9} {:>9}\n", "epoch", "train_loss", "val_PER%", "val_WER%");
   for (const nn::EpochRecord& r : history)
-    fmt::print("{:5} {:10.4f} {:9.3f} {:9.3f}\n", r.epoch, r.metrics.at("train_loss_tokens"), r.metrics.at("val_per"),
+    fmt::print("{:5} {:10.4f} {:9.3f} {:9.3f}\n", r.epoch, r.train_loss, r.metrics.at("val_per"),
                r.metrics.at("val_wer"));
 }
 
@@ -421,7 +412,8 @@ int train(const G2POptions& options) {
 }
 
 int eval(const EvalOptions& options) {
-  if (!options.report.empty()) tasks::check_not_an_input(options.report, "--report", {options.checkpoint, options.data});
+  if (!options.report.empty())
+    tasks::check_not_an_input(options.report, "--report", {options.checkpoint, options.data});
   Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
            "eval g2p: --split must be test, val or train, got '{}'", options.split);
