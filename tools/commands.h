@@ -19,7 +19,7 @@ std::vector<Command> add_eval_commands(CLI::App& app);   // eval sentiment, squa
 Command add_predict_command(CLI::App& app);
 Command add_sample_command(CLI::App& app);  // sample (from a charlm checkpoint)
 Command add_walkthrough_command(CLI::App& app);
-std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, graph sentiment
+std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, sentiment, charlm, walkthrough
 
 // The whole program: parses argv, runs the chosen subcommand, returns the exit code. parse_only
 // stops after parsing and checking the flags (the fuzz target drives it so, writing no files).
