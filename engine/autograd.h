@@ -71,6 +71,9 @@ struct OpProperties {
   // Its forward writes ±Inf on purpose (masked_fill's -inf hides attention keys): anomaly mode does
   // not report an Inf in its output.
   bool writes_inf = false;
+  // Its derivative as a table would print it, "out = eˣ  →  dx = g · out" (static storage; g is the
+  // gradient arriving at the output): shown by the step page (attograd graph --format html).
+  std::string_view formula = {};
 };
 
 // An op as record() names it: its node's name (static storage) and its properties. Converts from

@@ -16,41 +16,42 @@ namespace ag {
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   const MatmulPlan plan = plan_matmul(a, b, transpose_a, transpose_b);
   Tensor out = run_matmul(a, b, plan, 1.0);
-  record(out, "MatmulBackward", {a, b}, {a, b}, [plan](const BackwardContext& c) {
-    // out = A @ B, with A = a or aᵀ (ta) and B = b or bᵀ (tb), 1-D operands promoted
-    //   →  dA = G @ Bᵀ and dB = Aᵀ @ G, summed over the batch dims an operand was broadcast along.
-    const Tensor& a = c.saved[0];
-    const Tensor& b = c.saved[1];
-    const Tensor a_p = reshape(a, plan.a_shape);  // (..., M, K) or (..., K, M)
-    const Tensor b_p = reshape(b, plan.b_shape);  // (..., K, N) or (..., N, K)
-    Shape g_shape = plan.batch;
-    g_shape.push_back(plan.m);
-    g_shape.push_back(plan.n);
-    const Tensor g = reshape(c.grad, g_shape);  // (batch, M, N)
-    Tensor da, db;
-    if (c.needs_grad[0]) {
-      // dA = G @ Bᵀ; when a is stored transposed, da = dAᵀ = B @ Gᵀ.
-      da = plan.ta ? matmul(b_p, g, plan.tb, true) : matmul(g, b_p, false, !plan.tb);
-      da = reshape(sum_to(da, plan.a_shape), a.shape());
-    }
-    if (c.needs_grad[1]) {
-      const bool b_unbatched = numel(Shape(plan.b_shape.begin(), plan.b_shape.end() - 2)) == 1;
-      if (b_unbatched && !plan.batch.empty() && !plan.ta) {
-        // One matrix b under a batch of a (a Linear layer): fold the batch into the rows,
-        // dB = A_flatᵀ @ G_flat, one product instead of a batch of them summed.
-        const int64_t rows = numel(plan.batch) * plan.m;
-        const Tensor a_flat = reshape(a_p, {rows, plan.k});  // (rows, K)
-        const Tensor g_flat = reshape(g, {rows, plan.n});    // (rows, N)
-        db = plan.tb ? matmul(g_flat, a_flat, true, false) : matmul(a_flat, g_flat, true, false);
-      } else {
-        // dB = Aᵀ @ G; when b is stored transposed, db = dBᵀ = Gᵀ @ A.
-        db = plan.tb ? matmul(g, a_p, true, plan.ta) : matmul(a_p, g, !plan.ta, false);
-        db = sum_to(db, plan.b_shape);
-      }
-      db = reshape(db, b.shape());
-    }
-    return std::vector<Tensor>{da, db};
-  });
+  record(out, {"MatmulBackward", {.formula = "out = A B  →  dA = g Bᵀ, dB = Aᵀ g (summed over broadcast batch dims)"}},
+         {a, b}, {a, b}, [plan](const BackwardContext& c) {
+           // out = A @ B, with A = a or aᵀ (ta) and B = b or bᵀ (tb), 1-D operands promoted
+           //   →  dA = G @ Bᵀ and dB = Aᵀ @ G, summed over the batch dims an operand was broadcast along.
+           const Tensor& a = c.saved[0];
+           const Tensor& b = c.saved[1];
+           const Tensor a_p = reshape(a, plan.a_shape);  // (..., M, K) or (..., K, M)
+           const Tensor b_p = reshape(b, plan.b_shape);  // (..., K, N) or (..., N, K)
+           Shape g_shape = plan.batch;
+           g_shape.push_back(plan.m);
+           g_shape.push_back(plan.n);
+           const Tensor g = reshape(c.grad, g_shape);  // (batch, M, N)
+           Tensor da, db;
+           if (c.needs_grad[0]) {
+             // dA = G @ Bᵀ; when a is stored transposed, da = dAᵀ = B @ Gᵀ.
+             da = plan.ta ? matmul(b_p, g, plan.tb, true) : matmul(g, b_p, false, !plan.tb);
+             da = reshape(sum_to(da, plan.a_shape), a.shape());
+           }
+           if (c.needs_grad[1]) {
+             const bool b_unbatched = numel(Shape(plan.b_shape.begin(), plan.b_shape.end() - 2)) == 1;
+             if (b_unbatched && !plan.batch.empty() && !plan.ta) {
+               // One matrix b under a batch of a (a Linear layer): fold the batch into the rows,
+               // dB = A_flatᵀ @ G_flat, one product instead of a batch of them summed.
+               const int64_t rows = numel(plan.batch) * plan.m;
+               const Tensor a_flat = reshape(a_p, {rows, plan.k});  // (rows, K)
+               const Tensor g_flat = reshape(g, {rows, plan.n});    // (rows, N)
+               db = plan.tb ? matmul(g_flat, a_flat, true, false) : matmul(a_flat, g_flat, true, false);
+             } else {
+               // dB = Aᵀ @ G; when b is stored transposed, db = dBᵀ = Gᵀ @ A.
+               db = plan.tb ? matmul(g, a_p, true, plan.ta) : matmul(a_p, g, !plan.ta, false);
+               db = sum_to(db, plan.b_shape);
+             }
+             db = reshape(db, b.shape());
+           }
+           return std::vector<Tensor>{da, db};
+         });
   return out;
 }
 
