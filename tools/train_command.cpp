@@ -154,6 +154,7 @@ Command add_train_sentiment(CLI::App* train) {
   return {app, [app, options] {
             carry_over_settings(app, options->training.resume);
             if (options->dataset == "uci") take_uci_defaults(app, *options);
+            if (options->heads > 0) check_heads_divide(options->heads, "--heads", options->dim, "--dim");
             nn::stop_training_on_signals();
             return sentiment::train(*options);
           }};
@@ -202,6 +203,8 @@ Command add_train_squares(CLI::App* train) {
             if (lr->count() == 0) options->training.lr = squares::default_lr(options->model.model);
             if (options->rng == RngStyle::torch && app->get_option("--seed")->count() == 0)
               options->training.seed = squares::kTorchSetSeed;
+            if (options->model.model == "transformer")
+              check_heads_divide(options->model.heads, "--heads", options->model.d_model, "--d-model");
             nn::stop_training_on_signals();
             return squares::train(*options);
           }};
@@ -252,6 +255,10 @@ Command add_train_charlm(CLI::App* train) {
   app->add_flag("--bias", options->model.bias, "Biases in the Linears and LayerNorms (nanoGPT's train.py: none)");
   return {app, [app, options] {
             carry_over_settings(app, options->training.resume);
+            check_heads_divide(options->model.n_head, "--heads", options->model.n_embd, "--width");
+            if (options->min_lr > options->training.lr)
+              throw UsageError(fmt::format("--min-lr {} is above --lr {}: the cosine decays from --lr down to --min-lr",
+                                           options->min_lr, options->training.lr));
             nn::stop_training_on_signals();
             return charlm::train(*options);
           }};

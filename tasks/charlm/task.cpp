@@ -15,6 +15,7 @@
 #include "engine/ops/shape.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
+#include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
@@ -36,6 +37,18 @@ Text load_text(const std::string& data) {
   text.chars = tasks::decode_utf8(tasks::read_text_file(text.path), text.path);
   AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
   return text;
+}
+
+// The text a checkpoint's run trained on (its config's "data"; "" is Moby-Dick), saying where the
+// path came from when it cannot be read.
+Text checkpoint_data(const nlohmann::json& config, const std::string& checkpoint) {
+  const std::string data = tasks::config_string(config, "data", checkpoint, "");
+  try {
+    return load_text(data);
+  } catch (const Error& e) {
+    fail("{} (the data path is the one the checkpoint {} was trained on; --data FILE evaluates on another text)",
+         e.what(), checkpoint);
+  }
 }
 
 // (B, T) windows of `ids` starting at `starts`, shifted by `shift` (0: inputs, 1: targets).
@@ -113,21 +126,13 @@ nlohmann::json model_json(const nn::GPTConfig& c) {
 }
 
 nn::GPTConfig model_config_of(const nlohmann::json& config, const std::string& source) {
-  nn::GPTConfig c;
-  try {
-    c = {.vocab_size = config.at("vocab_size").get<int64_t>(),
-         .block_size = config.at("block_size").get<int64_t>(),
-         .n_layer = config.at("n_layer").get<int64_t>(),
-         .n_head = config.at("n_head").get<int64_t>(),
-         .n_embd = config.at("n_embd").get<int64_t>(),
-         .dropout = config.at("dropout").get<double>(),
-         .bias = config.at("bias").get<bool>()};
-  } catch (const nlohmann::json::exception&) {
-    fail(
-        "{}: the checkpoint's config lacks a GPT size or has one of the wrong type (expected vocab_size, "
-        "block_size, n_layer, n_head, n_embd, dropout, bias)",
-        source);
-  }
+  const nn::GPTConfig c{.vocab_size = tasks::config_whole(config, "vocab_size", source),
+                        .block_size = tasks::config_whole(config, "block_size", source),
+                        .n_layer = tasks::config_whole(config, "n_layer", source),
+                        .n_head = tasks::config_whole(config, "n_head", source),
+                        .n_embd = tasks::config_whole(config, "n_embd", source),
+                        .dropout = tasks::config_number(config, "dropout", source),
+                        .bias = tasks::config_bool(config, "bias", source)};
   check_model_config(c, source);
   return c;
 }
@@ -158,8 +163,7 @@ struct Trained {
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
   nlohmann::json config = parse_json(checkpoint.config(), path);
-  AG_CHECK(config.value("task", "") == "charlm", "{}: a checkpoint of task '{}', expected 'charlm'", path,
-           config.value("task", "?"));
+  tasks::check_checkpoint_task(config, "charlm", path);
   AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint has no vocabulary", path);
   Vocabulary vocabulary = Vocabulary::from_utf8(checkpoint.metadata.at("vocabulary"), path);
   const nn::GPTConfig model_config = model_config_of(config, path);
@@ -335,8 +339,8 @@ int eval(const EvalOptions& options) {
   Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "val" || options.split == "train" || options.split == "all",
            "eval charlm: --split must be val, train or all, got '{}'", options.split);
-  const std::string data = options.data.empty() ? trained.config.value("data", "") : options.data;
-  const Text text = load_text(data);
+  const Text text =
+      options.data.empty() ? checkpoint_data(trained.config, options.checkpoint) : load_text(options.data);
   const std::vector<int64_t> ids = trained.vocabulary.encode(text.chars, text.path, options.drop_unknown);
   const Split split = split_90_10(ids);
   const std::vector<int64_t>& part = options.split == "val" ? split.val : options.split == "train" ? split.train : ids;

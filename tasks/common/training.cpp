@@ -38,9 +38,15 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
 }
 
 const std::map<std::string, std::string>& settings_named_otherwise() {
-  static const std::map<std::string, std::string> flags = {
-      {"n_layer", "--layers"},  {"n_head", "--heads"},    {"n_embd", "--width"},      {"model", "--model or --heads"},
-      {"vocab_size", "--data"}, {"data_chars", "--data"}, {"tokenizer", "--dataset"}, {"embedding_std", "--dataset"}};
+  static const std::map<std::string, std::string> flags = {{"task", "the command, train <task>"},
+                                                           {"n_layer", "--layers"},
+                                                           {"n_head", "--heads"},
+                                                           {"n_embd", "--width"},
+                                                           {"model", "--model or --heads"},
+                                                           {"vocab_size", "--data"},
+                                                           {"data_chars", "--data"},
+                                                           {"tokenizer", "--dataset"},
+                                                           {"embedding_std", "--dataset"}};
   return flags;
 }
 

@@ -18,6 +18,7 @@
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"
+#include "tasks/common/checkpoint_config.h"
 #include "tasks/common/embedded.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
@@ -301,23 +302,23 @@ struct TrainedClassifier {
   explicit TrainedClassifier(const std::string& path) {
     const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
     const nlohmann::json config = parse_json(checkpoint.config(), path);
-    AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'", path,
-             config.value("task", "?"));
+    tasks::check_checkpoint_task(config, "sentiment", path);
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
+    const ClassifierConfig settings{.dim = tasks::config_whole(config, "dim", path),
+                                    .heads = tasks::config_whole(config, "heads", path, 0),
+                                    .dropout = tasks::config_number(config, "dropout", path, 0.0)};
+    const std::string tokenizer = tasks::config_string(config, "tokenizer", path, "seed002");
     try {
       vocab = Vocabulary(parse_json(checkpoint.metadata.at("vocabulary"), "vocabulary").get<std::vector<std::string>>(),
-                         tokenizer_named(config.value("tokenizer", "seed002")));
-      const ClassifierConfig model_config{.vocab_size = vocab.size(),
-                                          .dim = config.at("dim").get<int64_t>(),
-                                          .heads = config.value("heads", int64_t{0}),
-                                          .dropout = config.value("dropout", 0.0)};
-      model =
-          nn::build_from_config(checkpoint, path, [&] { return std::make_unique<SentimentClassifier>(model_config); });
+                         tokenizer_named(tokenizer));
       epoch = std::stoll(checkpoint.metadata.count("epoch") ? checkpoint.metadata.at("epoch") : "0");
     } catch (const std::exception& e) {  // json's errors name neither the file nor the setting's meaning
-      fail("{}: the checkpoint's vocabulary or model settings (dim, heads, tokenizer) are malformed: {}", path,
-           json_error_text(e));
+      fail("{}: the checkpoint's vocabulary, tokenizer or epoch is malformed: {}", path, json_error_text(e));
     }
+    ClassifierConfig model_config = settings;
+    model_config.vocab_size = vocab.size();
+    model =
+        nn::build_from_config(checkpoint, path, [&] { return std::make_unique<SentimentClassifier>(model_config); });
     nn::load(path, *model);
     model->eval();
   }

@@ -12,6 +12,7 @@
 #include "engine/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
+#include "tasks/common/checkpoint_config.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 #include "tasks/squares/plot.h"
@@ -81,18 +82,12 @@ std::string task_settings(const SquaresOptions& o) {
 }
 
 ModelConfig model_config_of(const nlohmann::json& config, const std::string& path) {
-  for (const char* key : {"model", "heads", "d_model", "ff_units", "layers", "dropout"})
-    AG_CHECK(config.contains(key), "{}: the checkpoint's config has no '{}'", path, key);
-  try {
-    return {.model = config.at("model").get<std::string>(),
-            .heads = config.at("heads").get<int64_t>(),
-            .d_model = config.at("d_model").get<int64_t>(),
-            .ff_units = config.at("ff_units").get<int64_t>(),
-            .layers = config.at("layers").get<int64_t>(),
-            .dropout = config.at("dropout").get<double>()};
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: the checkpoint's model settings have the wrong type: {}", path, json_error_text(e));
-  }
+  return {.model = tasks::config_string(config, "model", path),
+          .heads = tasks::config_whole(config, "heads", path),
+          .d_model = tasks::config_whole(config, "d_model", path),
+          .ff_units = tasks::config_whole(config, "ff_units", path),
+          .layers = tasks::config_whole(config, "layers", path),
+          .dropout = tasks::config_number(config, "dropout", path)};
 }
 
 void write_plots(const std::string& out, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
@@ -184,8 +179,7 @@ int eval(const EvalOptions& options) {
   tasks::check_not_an_input(options.predictions, "--predictions", {options.checkpoint});
   const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
   const nlohmann::json config = parse_json(checkpoint.config(), options.checkpoint);
-  AG_CHECK(config.value("task", "") == "squares", "{}: a checkpoint of task '{}', expected 'squares'",
-           options.checkpoint, config.value("task", "?"));
+  tasks::check_checkpoint_task(config, "squares", options.checkpoint);
   const ModelConfig model_config = model_config_of(config, options.checkpoint);
   std::unique_ptr<SquaresModel> model =
       nn::build_from_config(checkpoint, options.checkpoint, [&] { return make_model(model_config); });
@@ -199,7 +193,7 @@ int eval(const EvalOptions& options) {
     save_safetensors(options.predictions, {{"source", data.source}, {"target", data.target}, {"predicted", predicted}},
                      {{"checkpoint", options.checkpoint}});
   fmt::print("MSE {:.6f} on {} squares (seed {}, noise {}), model {} from {}\n", mse, options.data.n, options.data.seed,
-             options.data.noise, config.at("model").get<std::string>(), options.checkpoint);
+             options.data.noise, model_config.model, options.checkpoint);
   return 0;
 }
 
