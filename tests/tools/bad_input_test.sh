@@ -378,6 +378,15 @@ bad "--explain is the --file it reads" 1 "is the input file $data/text.txt" -- "
 bad "--out holds a squares run: sentiment refuses" 1 "holds another run (its config.json's task is squares)" -- "$attograd" train sentiment --epochs 1 --out "$squares" --quiet
 bad "--out holds a sentiment run: squares refuses" 1 "its config.json's task is sentiment" -- "$attograd" train squares --epochs 1 --out "$out" --quiet
 bad "--out holds a sentiment run: charlm refuses" 1 "a charlm run would overwrite its files" -- "$attograd" "${charlm_tiny[@]}" --iters 2 --data "$data/chars.txt" --out "$out"
+# --out must be empty or an attograd run: the user's own files are never overwritten.
+mkdir -p "$work/users"
+echo "epoch,my_loss" >"$work/users/metrics.csv" && echo "<svg/>" >"$work/users/losses.svg"
+cp "$squares/last.safetensors" "$work/users/last.safetensors"
+bad "--out holds the user's files, no config.json: refused, listed" 1 "--out $work/users: is not empty and holds no attograd run (no config.json): last.safetensors, losses.svg, metrics.csv" -- "$attograd" train sentiment --epochs 1 --out "$work/users" --quiet
+bad "charlm --out holds the user's files: refused" 1 "holds no attograd run" -- "$attograd" "${charlm_tiny[@]}" --iters 2 --data "$data/chars.txt" --out "$work/users"
+mkdir -p "$scratch/locked-only" && : >"$scratch/locked-only/.attograd.lock"
+cases=$((cases + 1))
+check "--out holding only a run's lock file: trains" 0 "test sentences right" -- "$attograd" train sentiment --epochs 1 --out "$scratch/locked-only" --quiet
 mkdir -p "$work/theirs" && echo '{"name": "not ours"}' >"$work/theirs/config.json"
 bad "--out holds someone else's config.json" 1 "task is (not attograd's)" -- "$attograd" train sentiment --epochs 1 --out "$work/theirs" --quiet
 # A NaN loss in epoch 1 stops the run before its first checkpoint: config.json stays the old run's.
@@ -423,6 +432,43 @@ expect "the diverged run's metrics stop at iteration 2" test "$(tail -n +2 "$scr
 printf 'the cat sat on the mat. QXZ!\n' >"$work/unknown.txt"
 for _ in $(seq 10); do cat "$work/text.txt"; done >>"$work/unknown.txt"
 bad "eval charlm --drop-unknown: says what it dropped" 0 "unknown.txt: --drop-unknown left out 4 of its" -- "$attograd" eval charlm --checkpoint "$charlm/last.safetensors" --data "$work/unknown.txt" --drop-unknown --split all
+
+echo "== data digests"
+# The cached corpora are checked against their pinned sha256 when read; a data file's digest is in
+# config.json, so a file rewritten in place (same size, same characters) is noticed.
+while IFS='|' read -r _ _ _ name sha; do
+  expect "corpus.cpp pins $name as fetch_data.sh does" grep -q "{\"$name\", \"$sha\"}" "$here/../../tasks/common/corpus.cpp"
+done < <(grep -oE '^  "[^"]+"' "$here/../../tools/fetch_data.sh" | tr -d '" ')
+cache="${ATTOGRAD_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/attograd}"
+if [ -s "$cache/uci-sentiment/amazon.json" ] && [ -s "$cache/moby-dick.txt" ]; then
+  mkdir -p "$work/cache/uci-sentiment"
+  cp "$cache/uci-sentiment/"*.json "$work/cache/uci-sentiment/"
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); json.dump(d[:100], open(sys.argv[1], "w"))' "$work/cache/uci-sentiment/amazon.json"
+  head -c 60000 "$cache/moby-dick.txt" >"$work/cache/moby-dick.txt"
+  bad "UCI: a damaged cached corpus is refused" 1 "amazon.json: the cached corpus has sha256" -- env ATTOGRAD_DATA_DIR="$work/cache" "$attograd" train sentiment --dataset uci --epochs 1 --out "$out" --quiet
+  bad "charlm: a cut Moby-Dick is refused" 1 "moby-dick.txt: the cached corpus has sha256" -- env ATTOGRAD_DATA_DIR="$work/cache" "$attograd" train charlm --iters 2 --out "$out" --quiet
+else
+  echo "SKIP damaged corpus cases: the data cache is not filled (tools/fetch_data.sh)"
+fi
+sed 's/cat/dog/; s/dog ate/cat ate/' "$work/text.txt" >"$work/rewritten.txt"
+cp "$work/text.txt" "$scratch/inplace.txt"
+"$attograd" train charlm --data "$scratch/inplace.txt" --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 --width 8 --out "$scratch/inplace" --quiet >/dev/null 2>&1
+cp "$work/rewritten.txt" "$scratch/inplace.txt"
+expect "the rewritten text has the same size" test "$(stat -c %s "$work/text.txt")" -eq "$(stat -c %s "$scratch/inplace.txt")"
+cases=$((cases + 1))
+check "charlm --resume: a data file rewritten in place is refused" 1 "the checkpoint's data_sha256 is" -- "$attograd" train charlm --resume "$scratch/inplace" --iters 4 --quiet
+expect "... naming --data" grep -q "(set by --data, whose content differs)" <<<"$last_output"
+cases=$((cases + 1))
+check "eval charlm: says the data is not the run's" 0 "is not the data $scratch/inplace/last.safetensors was trained on" -- "$attograd" eval charlm --checkpoint "$scratch/inplace/last.safetensors"
+
+echo "== memory"
+# The estimated peak is printed before the first step; a run that cannot fit is refused before any work.
+bad "charlm --batch-size 1000000: refused before the work, naming the setting" 1 "a training step takes" -- "$attograd" train charlm --data "$work/text.txt" --batch-size 1000000 --block-size 8 --layers 1 --heads 1 --width 8 --out "$out" --quiet
+expect "... set by --batch-size 1000000" grep -q "set by --batch-size 1000000 x --block-size 8" <<<"$last_output"
+bad "sentiment --max-memory 1: refused naming it" 1 "MB --max-memory allows" -- "$attograd" train sentiment --max-memory 1 --out "$out" --quiet
+bad "--max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" train squares --max-memory 0 --out "$out" --quiet
+cases=$((cases + 1))
+check "every train prints its estimate first" 0 "memory: estimated peak" -- "$attograd" train squares --epochs 1 --out "$scratch/memory" --quiet
 
 echo "== output paths"
 # Note [output paths] (engine/safetensors.cpp): a regular file or a new name is replaced atomically,
