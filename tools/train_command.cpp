@@ -47,6 +47,10 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
       ->check(kPath)
       ->check(CLI::ExistingDirectory);
   app->add_flag("--quiet", options.quiet, "No progress bar");
+  app->add_option("--max-memory", options.max_memory_mb,
+                  "Refuse to start when the estimated peak memory (printed at the start) is above this many MB "
+                  "(default: the memory available)")
+      ->check(whole_number(1, int64_t{1} << 40));
   app->add_flag("--trace-backward", options.trace_backward,
                 "Trace the first step's backward on stderr: each node's op, scope, gradient norms and time, then a "
                 "summary by op");

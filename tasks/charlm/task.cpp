@@ -17,6 +17,7 @@
 #include "nn/optim.h"
 #include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 
@@ -30,11 +31,15 @@ constexpr int64_t kEvalWindowsPerBatch = 128;  // as the peer: memory bounded, r
 struct Text {
   std::string path;
   std::u32string chars;
+  std::string sha256;  // of the file's bytes: recorded in config.json, compared by --resume and eval
 };
 
 Text load_text(const std::string& data) {
-  Text text{data.empty() ? tasks::corpus_path("moby-dick.txt") : data, {}};
-  text.chars = tasks::decode_utf8(tasks::read_text_file(text.path), text.path);
+  constexpr const char* kMobyDick = "moby-dick.txt";
+  Text text{data.empty() ? tasks::corpus_path(kMobyDick) : data, {}, {}};
+  const std::string bytes = data.empty() ? tasks::read_corpus(kMobyDick) : tasks::read_data_file(data);
+  text.sha256 = tasks::sha256_hex(bytes);
+  text.chars = tasks::decode_utf8(tasks::as_text(bytes, text.path), text.path);
   AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
   return text;
 }
@@ -135,6 +140,28 @@ nn::GPTConfig model_config_of(const nlohmann::json& config, const std::string& s
                         .bias = tasks::config_bool(config, "bias", source)};
   check_model_config(c, source);
   return c;
+}
+
+// Note [memory estimate] for the GPT, in f32 values: a training step keeps per layer about 20·B·T·C
+// (the layer norms, q, k, v, the attention's output, the MLP's 4C in and out, the residuals) and
+// 3·B·H·T² (scores, weights, their gradient), then 3·B·T·V for the logits, their softmax and
+// gradient; an evaluation chunk of kEvalWindowsPerBatch windows holds one layer's work at a time and
+// its logits.
+tasks::MemoryEstimate memory_estimate(const nn::GPTConfig& c, const tasks::TrainingOptions& training,
+                                      int64_t parameters) {
+  const auto B = static_cast<double>(training.batch_size) / static_cast<double>(training.micro_batches);
+  const auto T = static_cast<double>(c.block_size), C = static_cast<double>(c.n_embd),
+             H = static_cast<double>(c.n_head), V = static_cast<double>(c.vocab_size),
+             L = static_cast<double>(c.n_layer), W = static_cast<double>(kEvalWindowsPerBatch);
+  return {.task = "charlm",
+          .parameters = parameters,
+          .step_bytes = 4 * (L * (20 * B * T * C + 3 * B * H * T * T) + 3 * B * T * V + 4 * B * T * C),
+          .step_settings = fmt::format("--batch-size {} x --block-size {} (with --width {}, --layers {}, --heads {} "
+                                       "and the text's {} distinct characters)",
+                                       training.batch_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.vocab_size),
+          .eval_bytes = 4 * (W * T * (8 * C + 2 * H * T) + 2 * W * T * V),
+          .eval_settings = fmt::format("{} windows of --block-size {} (the text's {} distinct characters)", W,
+                                       c.block_size, c.vocab_size)};
 }
 
 std::string task_settings(const CharLMOptions& o, const nn::GPTConfig& model, const Text& text) {
@@ -301,6 +328,8 @@ int train(const CharLMOptions& options) {
   fmt::print("GPT: {} parameters ({} layers, {} heads, width {}, block {})\n", model.num_parameters(), config.n_layer,
              config.n_head, config.n_embd, T);
 
+  tasks::check_memory(memory_estimate(config, options.training, model.num_parameters()),
+                      options.training.max_memory_mb);
   CharLMTask task(model, split);
   tasks::TrainingOptions training = options.training;
   training.epochs = (options.iters + options.eval_interval - 1) / options.eval_interval;  // evaluations

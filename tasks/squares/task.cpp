@@ -13,6 +13,7 @@
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "tasks/common/checkpoint_config.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 #include "tasks/squares/plot.h"
@@ -137,11 +138,30 @@ ModelConfig default_model_config(const std::string& model) {
 
 double default_lr(const std::string& model) { return model == "transformer" ? 3e-3 : 1e-2; }
 
+// Note [memory estimate] for the squares models, in f32 values: each of a square's 4 corners keeps
+// about 12·W + F per layer (W the attention's width: heads·d_model for seed 004's wide heads; F the
+// feed-forward units) and 3·H·4 attention weights; evaluation decodes the test squares at once.
+tasks::MemoryEstimate memory_estimate(const SquaresOptions& o, int64_t parameters) {
+  const ModelConfig& m = o.model;
+  const double width = static_cast<double>(m.model == "transformer" ? m.d_model : m.heads * m.d_model);
+  const double per_square = 4 * static_cast<double>(m.layers) * 2 *
+                            (12 * width + static_cast<double>(m.ff_units) + 12 * static_cast<double>(m.heads));
+  const auto B = static_cast<double>(o.training.batch_size) / static_cast<double>(o.training.micro_batches);
+  return {.task = "squares",
+          .parameters = parameters,
+          .step_bytes = 4 * B * per_square,
+          .step_settings = fmt::format("--batch-size {} (with --d-model {}, --heads {}, --layers {})",
+                                       o.training.batch_size, m.d_model, m.heads, m.layers),
+          .eval_bytes = 4 * static_cast<double>(o.test_data.n) * per_square,
+          .eval_settings = fmt::format("{} test squares", o.test_data.n)};
+}
+
 int train(const SquaresOptions& options) {
   const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
   const Tensor test_points = points_tensor(generate_squares(data_spec(options.test_data, options.rng)));
   std::unique_ptr<SquaresModel> model = seeded_model(options);
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
+  tasks::check_memory(memory_estimate(options, model->module().num_parameters()), options.training.max_memory_mb);
   SquaresTask task(*model, train_squares, test_points);
   const std::vector<nn::EpochRecord> history = tasks::run_training(
       model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)),
