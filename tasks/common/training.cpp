@@ -47,7 +47,10 @@ const std::map<std::string, std::string>& settings_named_otherwise() {
                                                            {"data_chars", "--data"},
                                                            {"data_sha256", "--data, whose content differs"},
                                                            {"tokenizer", "--dataset"},
-                                                           {"embedding_std", "--dataset"}};
+                                                           {"embedding_std", "--dataset"},
+                                                           {"source_vocab", "--data"},
+                                                           {"target_vocab", "--data or --stress"},
+                                                           {"data_words", "--data"}};
   return flags;
 }
 
