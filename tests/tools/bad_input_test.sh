@@ -463,8 +463,8 @@ check "eval charlm: says the data is not the run's" 0 "is not the data $scratch/
 
 echo "== memory"
 # The estimated peak is printed before the first step; a run that cannot fit is refused before any work.
-bad "charlm --batch-size 1000000: refused before the work, naming the setting" 1 "a training step takes" -- "$attograd" train charlm --data "$work/text.txt" --batch-size 1000000 --block-size 8 --layers 1 --heads 1 --width 8 --out "$out" --quiet
-expect "... set by --batch-size 1000000" grep -q "set by --batch-size 1000000 x --block-size 8" <<<"$last_output"
+bad "charlm --batch-size 1000000: refused before the work, naming the setting" 1 "a training step takes" -- "$attograd" train charlm --data "$work/text.txt" --batch-size 1000000 --out "$scratch/huge-batch" --quiet
+expect "... set by --batch-size 1000000" grep -q "set by --batch-size 1000000 x --block-size 64" <<<"$last_output"
 bad "sentiment --max-memory 1: refused naming it" 1 "MB --max-memory allows" -- "$attograd" train sentiment --max-memory 1 --out "$out" --quiet
 bad "--max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" train squares --max-memory 0 --out "$out" --quiet
 cases=$((cases + 1))
