@@ -231,8 +231,8 @@ Lexicon parse_pairs(std::string_view bytes, const std::string& path) {
              "{}: expected `source<TAB>target tokens` with exactly one tab, got {}", where, tasks::printable(line));
     const std::u32string characters = tasks::decode_utf8(line, where);
     for (const char32_t c : characters)
-      AG_CHECK(c == U'\t' || !(c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)),
-               "{}: the control character {} is not allowed in a pair", where, tasks::describe_char(c));
+      AG_CHECK(c == U'\t' || !tasks::is_control(c), "{}: the control character {} is not allowed in a pair", where,
+               tasks::describe_char(c));
     const std::string source = line.substr(0, tab);
     Pronunciation target;
     for (std::string& token : tokens_of(std::string_view(line).substr(tab + 1))) {
