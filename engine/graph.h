@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/safetensors.h"
 
 namespace ag {
 

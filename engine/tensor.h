@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/dtype.h"
@@ -98,6 +99,9 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
+
+// Tensors by name, in order: a module's state_dict, a safetensors file's contents.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/io.h"
 #include "engine/json.h"
+#include "engine/safetensors.h"
 
 namespace ag::nn {
 

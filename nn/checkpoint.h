@@ -9,7 +9,6 @@
 #include <map>
 #include <string>
 
-#include "engine/safetensors.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "engine/inspect.h"
-#include "engine/safetensors.h"
 #include "engine/tensor.h"
 
 namespace ag::nn {

@@ -10,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/safetensors.h"
 #include "engine/tensor.h"
 
 namespace ag::nn {

@@ -13,6 +13,7 @@
 
 #include "engine/autograd.h"
 #include "engine/hash.h"
+#include "engine/io.h"
 #include "engine/json.h"
 #include "nn/checkpoint.h"
 

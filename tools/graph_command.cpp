@@ -8,6 +8,7 @@
 
 #include "engine/graph.h"
 #include "engine/inspect.h"
+#include "engine/io.h"
 #include "engine/step_record.h"
 #include "tasks/charlm/task.h"
 #include "tasks/sentiment/task.h"

@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "engine/autograd.h"
+#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/loss.h"

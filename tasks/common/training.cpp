@@ -15,7 +15,7 @@
 #include <optional>
 
 #include "engine/inspect.h"
-#include "engine/safetensors.h"
+#include "engine/io.h"
 #include "engine/threads.h"
 #include "nn/checkpoint.h"
 #include "tasks/common/text.h"

@@ -15,7 +15,7 @@
 #include "engine/json.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/shape.h"
-#include "engine/safetensors.h"
+#include "engine/io.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "tasks/common/corpus.h"

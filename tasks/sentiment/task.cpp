@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "engine/autograd.h"
+#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/loss.h"

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/autograd.h"
+#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/loss.h"

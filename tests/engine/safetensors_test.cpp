@@ -1,7 +1,6 @@
-// safetensors I/O: round trips, the strict reader's rejections, atomic writes.
+// safetensors I/O: round trips, the strict reader's rejections, atomic writes of checkpoints.
 #include "engine/safetensors.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,7 +10,6 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "engine/hash.h"
 #include "engine/json.h"
@@ -21,13 +19,6 @@ namespace ag {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // The 8-byte little-endian length, then the header, then the data.
 std::string raw_file(const std::string& header, const std::string& data = "") {
@@ -346,65 +337,6 @@ TEST(Safetensors, SavingOntoADirectoryFailsAndLeavesItAlone) {
         save_safetensors(dir / "no" / "such" / "dir.safetensors", {{"x", ones({2})}});
       },
       {"cannot write"});
-}
-
-// Note [output paths]: a symlink's target is replaced, the link stays.
-TEST(OutputPaths, ASymlinkIsFollowedAndItsTargetReplacedAtomically) {
-  const TempDir dir;
-  fs::create_directories(dir / "real");
-  write_bytes(dir / "real" / "file.txt", "old");
-  fs::create_symlink("real/file.txt", dir / "link.txt");
-  write_file_atomically(dir / "link.txt", "new");
-  EXPECT_TRUE(fs::is_symlink(dir / "link.txt"));
-  EXPECT_EQ(read_bytes(dir / "real" / "file.txt"), "new");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "real"), fs::directory_iterator()), 1) << "a temporary was left";
-  fs::create_symlink("real/new.txt", dir / "to-new.txt");  // a symlink to a file not made yet, as `>` makes it
-  write_file_atomically(dir / "to-new.txt", "made");
-  EXPECT_EQ(read_bytes(dir / "real" / "new.txt"), "made");
-  EXPECT_TRUE(fs::is_symlink(dir / "to-new.txt"));
-}
-
-TEST(OutputPaths, AFifoIsStreamedIntoNotReplaced) {
-  const TempDir dir;
-  const fs::path fifo = dir / "pipe";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  // No reader: refused at once, not waited for.
-  expect_error([&] { write_file_atomically(fifo, "lost"); }, {"pipe", "is a FIFO that no process reads"});
-  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
-  ASSERT_GE(reader, 0);
-  write_file_atomically(fifo, "through the pipe");
-  char received[64] = {};
-  EXPECT_EQ(::read(reader, received, sizeof received), 16);
-  ::close(reader);
-  EXPECT_EQ(std::string(received), "through the pipe");
-  struct stat status {};
-  ASSERT_EQ(::lstat(fifo.c_str(), &status), 0);
-  EXPECT_TRUE(S_ISFIFO(status.st_mode)) << "the FIFO was replaced";
-}
-
-TEST(OutputPaths, ACharacterDeviceIsWrittenIntoAndStays) {
-  const TempDir dir;
-  fs::create_symlink("/dev/null", dir / "null");  // a symlink to the real device: written, never replaced
-  write_file_atomically(dir / "null", "discarded");
-  struct stat status {};
-  ASSERT_EQ(::stat("/dev/null", &status), 0);
-  EXPECT_TRUE(S_ISCHR(status.st_mode));
-  EXPECT_TRUE(fs::is_symlink(dir / "null"));
-}
-
-TEST(OutputPaths, FoldersLoopsAndSymlinksIntoMissingFoldersAreRefusedUntouched) {
-  const TempDir dir;
-  fs::create_symlink("nowhere/file", dir / "dangling");
-  expect_error([&] { write_file_atomically(dir / "dangling", "x"); }, {"dangling", "whose folder does not exist"});
-  EXPECT_TRUE(fs::is_symlink(dir / "dangling"));
-  fs::create_symlink("loop-b", dir / "loop-a");
-  fs::create_symlink("loop-a", dir / "loop-b");
-  expect_error([&] { write_file_atomically(dir / "loop-a", "x"); }, {"loop-a", "symbolic links"});
-  fs::create_directories(dir / "folder");
-  fs::create_symlink("folder", dir / "folder-link");
-  expect_error([&] { write_file_atomically(dir / "folder-link", "x"); }, {"folder-link", "is a folder"});
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 5) << "a temporary was left";
-  expect_error([&] { write_file_atomically("", "x"); }, {"empty name"});
 }
 
 }  // namespace

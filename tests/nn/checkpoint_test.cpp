@@ -12,6 +12,7 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/reduce.h"
+#include "engine/safetensors.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/optim.h"

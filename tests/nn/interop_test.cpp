@@ -15,6 +15,7 @@
 #include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
+#include "engine/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"

@@ -471,7 +471,7 @@ cases=$((cases + 1))
 check "every train prints its estimate first" 0 "memory: estimated peak" -- "$attograd" train squares --epochs 1 --out "$scratch/memory" --quiet
 
 echo "== output paths"
-# Note [output paths] (engine/safetensors.cpp): a regular file or a new name is replaced atomically,
+# Note [output paths] (engine/io.cpp): a regular file or a new name is replaced atomically,
 # a symlink's target likewise, a character device or FIFO is streamed into and stays what it was,
 # a folder, a block device or a dangling symlink is refused.
 paths="$work/paths"
