@@ -14,6 +14,7 @@
 #include "engine/dtype.h"
 #include "engine/generator.h"
 #include "engine/shape.h"
+#include "engine/storage.h"
 
 namespace ag {
 
@@ -23,18 +24,6 @@ class Tensor;
 
 // A gradient hook: gets the gradient, returns a replacement or an undefined Tensor to keep it.
 using TensorHook = std::function<Tensor(const Tensor&)>;
-
-struct Storage {
-  explicit Storage(size_t bytes);
-  ~Storage();
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
-
-  void* data;
-  size_t bytes;
-  uint64_t version = 0;  // bumped by every in-place write; views share it
-  class AllocationBudget* charged_to = nullptr;  // the budget that counted it (refunded while active)
-};
 
 class Tensor {
  public:
@@ -114,30 +103,6 @@ struct TensorImpl {
   std::vector<TensorHook> hooks;         // leaves' hooks (a non-leaf keeps its hooks on grad_fn)
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves only
 };
-
-// While one lives, the tensors this thread allocates and still holds may take at most `bytes` (each
-// counted at least 64 bytes, as allocated; a tensor freed meanwhile gives its bytes back, so an
-// initialisation's temporaries do not add up); one more throws ag::Error: "<what>: <detail>". For building a
-// model from a file's description: a config asking for more than the file's tensors fails at
-// once instead of allocating first. Budgets nest (the innermost applies).
-class AllocationBudget {
- public:
-  AllocationBudget(size_t bytes, std::string what);
-  ~AllocationBudget();
-  AllocationBudget(const AllocationBudget&) = delete;
-  AllocationBudget& operator=(const AllocationBudget&) = delete;
-  void charge(size_t bytes);  // called by every tensor allocation on this thread
-  void refund(size_t bytes);  // by a tensor it counted, freed while it is still active: it counts live bytes
-
- private:
-  size_t left_;
-  size_t limit_;
-  std::string what_;
-  AllocationBudget* outer_;
-};
-
-// The machine's physical memory in bytes: no single tensor larger than this is attempted.
-size_t physical_memory_bytes();
 
 // Factories. Floating factories default to f32. Every factory throws ag::Error, naming the shape,
 // when the tensor would not fit in the machine's memory.
