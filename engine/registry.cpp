@@ -57,9 +57,13 @@ InputMaker real_inputs(Domain domain) {
   };
 }
 
-void UnaryRegistrar::add(std::string name, std::function<Tensor(const Tensor&)> op, Domain domain) const {
-  registry_.add({std::move(name), [op = std::move(op)](const auto& in) { return op(in[0]); },
-                 real_inputs(std::move(domain)), shapes});
+void UnaryRegistrar::add(std::string name, std::function<Tensor(const Tensor&)> op, Domain domain,
+                         std::string torch) const {
+  registry_.add({.name = std::move(name),
+                 .fn = [op = std::move(op)](const auto& in) { return op(in[0]); },
+                 .make_inputs = real_inputs(domain),
+                 .shape_sets = shapes,
+                 .torch = {std::move(torch), domain}});
 }
 
 void Registry::add(OpEntry entry) {

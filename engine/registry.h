@@ -32,6 +32,16 @@ struct Tolerance {
   double rtol = 1e-3;
 };
 
+// An entry's PyTorch counterpart, from which tools/golden/parity.py draws its parity cases (it reads
+// them with `attograd gradcheck --list --json`): a Python expression of the entry's inputs
+// ("torch.exp", "lambda x: F.gelu(x, approximate='tanh')"; `torch` and `F` are in scope) and the
+// domain its inputs are drawn from. So far for one-input elementwise entries: random shapes of
+// rank 0-3, empty ones included.
+struct TorchCounterpart {
+  std::string expression;
+  Domain domain = {};
+};
+
 struct OpEntry {
   std::string name;
   OpFunction fn;
@@ -43,6 +53,7 @@ struct OpEntry {
   // suite (tests/engine/parity_test.cpp) prints these and lets an op with no counterpart go
   // without cases; empty: it matches PyTorch and has parity cases.
   std::string differs_from_pytorch = {};
+  TorchCounterpart torch = {};  // empty expression: its parity cases are written in parity.py
 };
 
 // One floating tensor per shape, drawn from the domain, each requiring grad.
@@ -65,7 +76,8 @@ class Registry {
 class UnaryRegistrar {
  public:
   explicit UnaryRegistrar(Registry& registry) : registry_(registry) {}
-  void add(std::string name, std::function<Tensor(const Tensor&)> op, Domain domain = {}) const;
+  // `torch`: its PyTorch counterpart, drawn from `domain` too.
+  void add(std::string name, std::function<Tensor(const Tensor&)> op, Domain domain = {}, std::string torch = {}) const;
   const std::vector<std::vector<Shape>> shapes = {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{}}};
 
  private:

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ namespace {
 struct GradcheckArgs {
   bool all = false;
   bool list = false;
+  bool json = false;
   std::string op;
   std::string shapes;
   bool verbose = false;
@@ -35,8 +37,34 @@ std::vector<Shape> parse_shape_list(const std::string& text) {
   return shapes;
 }
 
+// The registry as JSON, for tools/golden/parity.py: per entry its name, input count, why it has no
+// double backward or differs from PyTorch, and its PyTorch counterpart with the domain to draw from.
+void print_registry_json(const Registry& registry) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const OpEntry& op : registry.ops()) {
+    nlohmann::ordered_json entry = {{"name", op.name},
+                                    {"inputs", op.shape_sets.front().size()},
+                                    {"no_double_backward", op.no_double_backward},
+                                    {"differs_from_pytorch", op.differs_from_pytorch}};
+    if (!op.torch.expression.empty()) {
+      const Domain& d = op.torch.domain;
+      entry["torch"] = {{"expression", op.torch.expression},
+                        {"low", d.low},
+                        {"high", d.high},
+                        {"kinks", d.kinks},
+                        {"kink_margin", d.kink_margin}};
+    }
+    entries.push_back(std::move(entry));
+  }
+  fmt::print("{}\n", entries.dump(1));
+}
+
 int run(const GradcheckArgs& args) {
   const Registry& registry = Registry::global();
+  if (args.list && args.json) {
+    print_registry_json(registry);
+    return 0;
+  }
   if (args.list) {
     for (const OpEntry& op : registry.ops()) {
       if (op.no_double_backward.empty()) {
@@ -69,6 +97,10 @@ Command add_gradcheck_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("gradcheck", "Check registered ops' gradients against finite differences (f64)");
   auto* all = cmd->add_flag("--all", args->all, "Check every registered op on all its shape sets");
   auto* list = cmd->add_flag("--list", args->list, "List the registered ops");
+  cmd->add_flag(
+         "--json", args->json,
+         "With --list: the registry as JSON, with each op's PyTorch counterpart (tools/golden/parity.py reads it)")
+      ->needs(list);
   auto* op = cmd->add_option("--op", args->op, "Check one op (see --list)");
   auto* shapes =
       cmd->add_option("--shapes", args->shapes, "Input shapes for --op, e.g. 4x5,5 ('scalar' for 0-d)")->needs(op);

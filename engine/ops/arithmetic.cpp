@@ -185,14 +185,21 @@ void register_arithmetic_ops(Registry& registry) {
   unary.add("mul_scalar", [](const Tensor& x) { return mul(x, -2.5); });
   unary.add(
       "rdiv_scalar", [](const Tensor& x) { return div(10.0, x); }, away_from_zero);
-  unary.add("rsub_scalar", [](const Tensor& x) { return 1.0 - x; });
-  unary.add("neg", [](const Tensor& x) { return neg(x); });
+  unary.add(
+      "rsub_scalar", [](const Tensor& x) { return 1.0 - x; }, {}, "lambda x: 1.0 - x");
+  unary.add(
+      "neg", [](const Tensor& x) { return neg(x); }, {}, "torch.neg");
   unary.add("pow", [](const Tensor& x) { return pow(x, 3.0); });
   unary.add("pow_fractional", [](const Tensor& x) { return pow(x, -1.5); }, {.low = 0.2, .high = 2.0});
-  unary.add("clone", [](const Tensor& x) { return clone(x); });
+  unary.add(
+      "clone", [](const Tensor& x) { return clone(x); }, {}, "torch.clone");
   // Through f32 and back: the f32 rounding (~1e-7) needs a coarser step and tolerance.
-  registry.add({"to", [](const auto& in) { return to(to(in[0], DType::f32), in[0].dtype()); }, real_inputs(),
-                unary.shapes, Tolerance{.eps = 1e-3, .atol = 1e-3, .rtol = 1e-2}});
+  registry.add({.name = "to",
+                .fn = [](const auto& in) { return to(to(in[0], DType::f32), in[0].dtype()); },
+                .make_inputs = real_inputs(),
+                .shape_sets = unary.shapes,
+                .tolerance = {.eps = 1e-3, .atol = 1e-3, .rtol = 1e-2},
+                .torch = {"lambda x: x.float().to(x.dtype)"}});
 }
 
 }  // namespace ag

@@ -1,5 +1,6 @@
-// Pointwise functions: exp, log and the activations, one element to one element, each with its
-// derivative in engine ops.
+// Pointwise functions: exp, log and the activations, one element to one element: a table of rows
+// (UnaryOp), each with its forward kernel and its derivative in engine ops; clamp, which takes
+// bounds, written out.
 #include "engine/ops/pointwise.h"
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "engine/kernels/elementwise.h"
 #include "engine/kernels/gelu.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/unary_op.h"
 #include "engine/registry.h"
 
 namespace ag {
@@ -61,43 +63,180 @@ Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
   return out;
 }
 
+// gelu's forwards: x·Φ(x) (vectorised in f32), and the GPT-2 tanh form.
+Tensor gelu_erf_forward(std::string_view, const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::f32) {
+    Tensor out = empty(x.shape(), x.dtype());
+    kernels::gelu_erf(x.data<float>(), out.data<float>(), x.numel());  // vectorised
+    return out;
+  }
+  return unary_kernel("gelu", x, []<typename T>(T v) {
+    return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
+  });
+}
+
+Tensor gelu_tanh_forward(std::string_view, const Tensor& x) {
+  return unary_kernel("gelu", x, []<typename T>(T v) {
+    const T k = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
+    return T(0.5) * v * (T(1) + std::tanh(k * (v + T(0.044715) * v * v * v)));
+  });
+}
+
+const Domain kAwayFromZero{.kinks = {0}, .kink_margin = 0.3};
+const Domain kPositive{.low = 0.2, .high = 2.0};
+
+// The table: one row per op (UnaryOp in unary_op.h), the derivative under a comment quoting the
+// forward line. A new op is a row here, its declaration in pointwise.h and its name in
+// register_pointwise_ops below (engine/README.md, "Adding an op").
+
+const UnaryOp kExp{.name = "exp",
+                   .node = "ExpBackward",
+                   .formula = "out = eˣ  →  dx = g · out",
+                   .forward = elementwise<[](auto v) { return std::exp(v); }>,
+                   .saves = UnaryOp::Saves::output,
+                   .derivative =
+                       [](const Tensor& g, const Tensor& out) {
+                         // out = exp(x)  →  dx = g * out
+                         return mul(g, out);
+                       },
+                   .torch = "torch.exp"};
+
+const UnaryOp kLog{.name = "log",
+                   .node = "LogBackward",
+                   .formula = "out = log x  →  dx = g / x",
+                   .forward = elementwise<[](auto v) { return std::log(v); }>,
+                   .saves = UnaryOp::Saves::input,
+                   .derivative =
+                       [](const Tensor& g, const Tensor& x) {
+                         // out = log(x)  →  dx = g / x
+                         return div(g, x);
+                       },
+                   .domain = kPositive,
+                   .torch = "torch.log"};
+
+const UnaryOp kSqrt{.name = "sqrt",
+                    .node = "SqrtBackward",
+                    .formula = "out = √x  →  dx = g / (2 out)",
+                    .forward = elementwise<[](auto v) { return std::sqrt(v); }>,
+                    .saves = UnaryOp::Saves::output,
+                    .derivative =
+                        [](const Tensor& g, const Tensor& out) {
+                          // out = sqrt(x)  →  dx = g / (2 * out)
+                          return div(g, mul(out, 2.0));
+                        },
+                    .domain = kPositive,
+                    .torch = "torch.sqrt"};
+
+const UnaryOp kAbs{.name = "abs",
+                   .node = "AbsBackward",
+                   .formula = "out = |x|  →  dx = g · sign(x)",
+                   .forward = elementwise<[](auto v) { return std::abs(v); }>,
+                   .saves = UnaryOp::Saves::input,
+                   .derivative =
+                       [](const Tensor& g, const Tensor& x) {
+                         // out = |x|  →  dx = g * sign(x)
+                         return mul(g, sign(x));
+                       },
+                   .domain = kAwayFromZero,
+                   .torch = "torch.abs"};
+
+const UnaryOp kRelu{.name = "relu",
+                    .node = "ReluBackward",
+                    .formula = "out = max(x, 0)  →  dx = g where out > 0, else 0",
+                    .forward = elementwise<[](auto v) { return (v > 0) ? v : decltype(v)(0); }>,
+                    .saves = UnaryOp::Saves::output,
+                    .derivative =
+                        [](const Tensor& g, const Tensor& out) {
+                          // out = max(x, 0)  →  dx = g where out > 0
+                          return mul(g, to(gt(out, 0), g.dtype()));
+                        },
+                    .domain = kAwayFromZero,
+                    .torch = "torch.relu"};
+
+const UnaryOp kGelu{.name = "gelu",
+                    .node = "GeluBackward",
+                    .formula = "out = gelu(x)  →  dx = g · gelu′(x)",
+                    .forward = gelu_erf_forward,
+                    .saves = UnaryOp::Saves::input,
+                    .derivative =
+                        [](const Tensor& g, const Tensor& x) {
+                          // out = gelu(x)  →  dx = g * gelu'(x)
+                          return mul(g, gelu_derivative(x, GeluApproximation::none));
+                        },
+                    .torch = "F.gelu"};
+
+const UnaryOp kGeluTanh{.name = "gelu_tanh",
+                        .node = "GeluBackward",
+                        .formula = "out = gelu(x)  →  dx = g · gelu′(x)",
+                        .forward = gelu_tanh_forward,
+                        .saves = UnaryOp::Saves::input,
+                        .derivative =
+                            [](const Tensor& g, const Tensor& x) {
+                              // out = gelu(x)  →  dx = g * gelu'(x), tanh form
+                              return mul(g, gelu_derivative(x, GeluApproximation::tanh));
+                            },
+                        .torch = "lambda x: F.gelu(x, approximate='tanh')"};
+
+const UnaryOp kTanh{.name = "tanh",
+                    .node = "TanhBackward",
+                    .formula = "out = tanh x  →  dx = g (1 − out²)",
+                    .forward = elementwise<[](auto v) { return std::tanh(v); }>,
+                    .saves = UnaryOp::Saves::output,
+                    .derivative =
+                        [](const Tensor& g, const Tensor& out) {
+                          // out = tanh(x)  →  dx = g * (1 - out²)
+                          return mul(g, 1.0 - mul(out, out));
+                        },
+                    .torch = "torch.tanh"};
+
+const UnaryOp kSigmoid{.name = "sigmoid",
+                       .node = "SigmoidBackward",
+                       .formula = "out = σ(x)  →  dx = g · out (1 − out)",
+                       .forward = elementwise<[](auto v) {
+                         using T = decltype(v);
+                         return (v >= 0) ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
+                       }>,
+                       .saves = UnaryOp::Saves::output,
+                       .derivative =
+                           [](const Tensor& g, const Tensor& out) {
+                             // out = 1 / (1 + exp(-x))  →  dx = g * out * (1 - out)
+                             return mul(g, mul(out, 1.0 - out));
+                           },
+                       .torch = "torch.sigmoid",
+                       .parity_domain = Domain{.low = -6, .high = 6}};
+
+// log(1 + eˣ) as max(x, 0) + log1p(e^(−|x|)): the naive form overflows to inf at x ≳ 89 in f32.
+// Parity within ±15: past 20 F.softplus returns x itself (its threshold), where ours keeps the
+// log1p(e^-x) term, a relative 1e-10 more (tests/engine/pytorch_divergences_test.cpp).
+const UnaryOp kSoftplus{.name = "softplus",
+                        .node = "SoftplusBackward",
+                        .formula = "out = log(1 + eˣ)  →  dx = g · σ(x)",
+                        .forward = elementwise<[](auto v) {
+                          using T = decltype(v);
+                          return std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
+                        }>,
+                        .saves = UnaryOp::Saves::input,
+                        .derivative =
+                            [](const Tensor& g, const Tensor& x) {
+                              // out = log(1 + exp(x))  →  dx = g * sigmoid(x)
+                              return mul(g, sigmoid(x));
+                            },
+                        .torch = "F.softplus",
+                        .parity_domain = Domain{.low = -15, .high = 15}};
+
 }  // namespace
 
-Tensor exp(const Tensor& x) {
-  Tensor out = unary_kernel("exp", x, [](auto v) { return std::exp(v); });
-  record(out, {"ExpBackward", {.formula = "out = eˣ  →  dx = g · out"}}, {x}, {out}, [](const BackwardContext& c) {
-    // out = exp(x)  →  dx = g * out
-    return std::vector<Tensor>{mul(c.grad, c.saved[0])};
-  });
-  return out;
+Tensor exp(const Tensor& x) { return apply(kExp, x); }
+Tensor log(const Tensor& x) { return apply(kLog, x); }
+Tensor sqrt(const Tensor& x) { return apply(kSqrt, x); }
+Tensor abs(const Tensor& x) { return apply(kAbs, x); }
+Tensor relu(const Tensor& x) { return apply(kRelu, x); }
+Tensor gelu(const Tensor& x, GeluApproximation approximation) {
+  return apply(approximation == GeluApproximation::tanh ? kGeluTanh : kGelu, x);
 }
-
-Tensor log(const Tensor& x) {
-  Tensor out = unary_kernel("log", x, [](auto v) { return std::log(v); });
-  record(out, {"LogBackward", {.formula = "out = log x  →  dx = g / x"}}, {x}, {x}, [](const BackwardContext& c) {
-    // out = log(x)  →  dx = g / x
-    return std::vector<Tensor>{div(c.grad, c.saved[0])};
-  });
-  return out;
-}
-
-Tensor sqrt(const Tensor& x) {
-  Tensor out = unary_kernel("sqrt", x, [](auto v) { return std::sqrt(v); });
-  record(out, {"SqrtBackward", {.formula = "out = √x  →  dx = g / (2 out)"}}, {x}, {out}, [](const BackwardContext& c) {
-    // out = sqrt(x)  →  dx = g / (2 * out)
-    return std::vector<Tensor>{div(c.grad, mul(c.saved[0], 2.0))};
-  });
-  return out;
-}
-
-Tensor abs(const Tensor& x) {
-  Tensor out = unary_kernel("abs", x, [](auto v) { return std::abs(v); });
-  record(out, {"AbsBackward", {.formula = "out = |x|  →  dx = g · sign(x)"}}, {x}, {x}, [](const BackwardContext& c) {
-    // out = |x|  →  dx = g * sign(x)
-    return std::vector<Tensor>{mul(c.grad, sign(c.saved[0]))};
-  });
-  return out;
-}
+Tensor tanh(const Tensor& x) { return apply(kTanh, x); }
+Tensor sigmoid(const Tensor& x) { return apply(kSigmoid, x); }
+Tensor softplus(const Tensor& x) { return apply(kSoftplus, x); }
 
 Tensor clamp(const Tensor& x, double min, double max) {
   // min > max gives max everywhere (and no gradient), as in PyTorch.
@@ -120,101 +259,15 @@ Tensor clamp(const Tensor& x, double min, double max) {
   return out;
 }
 
-Tensor relu(const Tensor& x) {
-  Tensor out = unary_kernel("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
-  record(out, {"ReluBackward", {.formula = "out = max(x, 0)  →  dx = g where out > 0, else 0"}}, {x}, {out},
-         [](const BackwardContext& c) {
-           // out = max(x, 0)  →  dx = g where out > 0
-           return std::vector<Tensor>{mul(c.grad, to(gt(c.saved[0], 0), c.grad.dtype()))};
-         });
-  return out;
-}
-
-Tensor gelu(const Tensor& x, GeluApproximation approximation) {
-  Tensor out;
-  if (approximation == GeluApproximation::tanh) {
-    out = unary_kernel("gelu", x, []<typename T>(T v) {
-      const T k = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
-      return T(0.5) * v * (T(1) + std::tanh(k * (v + T(0.044715) * v * v * v)));
-    });
-  } else if (x.defined() && x.dtype() == DType::f32) {
-    out = empty(x.shape(), x.dtype());
-    kernels::gelu_erf(x.data<float>(), out.data<float>(), x.numel());  // vectorised
-  } else {
-    out = unary_kernel("gelu", x, []<typename T>(T v) {
-      return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
-    });
-  }
-  record(out, {"GeluBackward", {.formula = "out = gelu(x)  →  dx = g · gelu′(x)"}}, {x}, {x},
-         [approximation](const BackwardContext& c) {
-           // out = gelu(x)  →  dx = g * gelu'(x)
-           return std::vector<Tensor>{mul(c.grad, gelu_derivative(c.saved[0], approximation))};
-         });
-  return out;
-}
-
-Tensor tanh(const Tensor& x) {
-  Tensor out = unary_kernel("tanh", x, [](auto v) { return std::tanh(v); });
-  record(out, {"TanhBackward", {.formula = "out = tanh x  →  dx = g (1 − out²)"}}, {x}, {out},
-         [](const BackwardContext& c) {
-           // out = tanh(x)  →  dx = g * (1 - out²)
-           const Tensor& y = c.saved[0];
-           return std::vector<Tensor>{mul(c.grad, 1.0 - mul(y, y))};
-         });
-  return out;
-}
-
-Tensor sigmoid(const Tensor& x) {
-  Tensor out = unary_kernel("sigmoid", x, [](auto v) {
-    using T = decltype(v);
-    return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
-  });
-  record(out, {"SigmoidBackward", {.formula = "out = σ(x)  →  dx = g · out (1 − out)"}}, {x}, {out},
-         [](const BackwardContext& c) {
-           // out = 1 / (1 + exp(-x))  →  dx = g * out * (1 - out)
-           const Tensor& y = c.saved[0];
-           return std::vector<Tensor>{mul(c.grad, mul(y, 1.0 - y))};
-         });
-  return out;
-}
-
-Tensor softplus(const Tensor& x) {
-  Tensor out = unary_kernel("softplus", x, [](auto v) {
-    using T = decltype(v);
-    return std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
-  });
-  record(out, {"SoftplusBackward", {.formula = "out = log(1 + eˣ)  →  dx = g · σ(x)"}}, {x}, {x},
-         [](const BackwardContext& c) {
-           // out = log(1 + exp(x))  →  dx = g * sigmoid(x)
-           return std::vector<Tensor>{mul(c.grad, sigmoid(c.saved[0]))};
-         });
-  return out;
-}
-
 void register_pointwise_ops(Registry& registry) {
-  const Domain away_from_zero{.kinks = {0}, .kink_margin = 0.3};
-  const Domain positive{.low = 0.2, .high = 2.0};
-  const UnaryRegistrar unary(registry);
-  unary.add("exp", [](const Tensor& x) { return exp(x); });
-  unary.add(
-      "log", [](const Tensor& x) { return log(x); }, positive);
-  unary.add(
-      "sqrt", [](const Tensor& x) { return sqrt(x); }, positive);
-  unary.add(
-      "abs", [](const Tensor& x) { return abs(x); }, away_from_zero);
+  register_unary_ops(registry, {&kExp, &kLog, &kSqrt, &kAbs});
   registry.add({.name = "clamp",
                 .fn = [](const auto& in) { return clamp(in[0], -0.5, 0.7); },
                 .make_inputs = real_inputs(Domain{.kinks = {-0.5, 0.7}}),
-                .shape_sets = unary.shapes,
+                .shape_sets = UnaryRegistrar(registry).shapes,
                 .differs_from_pytorch = "a NaN bound is an error (PyTorch returns NaN everywhere): a NaN bound is "
                                         "a bug upstream, better named than spread"});
-  unary.add(
-      "relu", [](const Tensor& x) { return relu(x); }, away_from_zero);
-  unary.add("gelu", [](const Tensor& x) { return gelu(x); });
-  unary.add("gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::tanh); });
-  unary.add("tanh", [](const Tensor& x) { return tanh(x); });
-  unary.add("sigmoid", [](const Tensor& x) { return sigmoid(x); });
-  unary.add("softplus", [](const Tensor& x) { return softplus(x); });
+  register_unary_ops(registry, {&kRelu, &kGelu, &kGeluTanh, &kTanh, &kSigmoid, &kSoftplus});
 }
 
 }  // namespace ag

@@ -1,5 +1,6 @@
-// Reductions (sum, mean, max, min over dims or the whole tensor) and the broadcast pair
-// broadcast_to / sum_to, which are each other's backward. Kernels: engine/kernels/reduce.cpp.
+// Reductions (sum, mean, max, min over dims or the whole tensor), one table row each (ReduceOp), and
+// the broadcast pair broadcast_to / sum_to, which are each other's backward. Kernels:
+// engine/kernels/reduce.cpp.
 #include "engine/ops/reduce.h"
 
 #include <cmath>
@@ -20,61 +21,106 @@ Tensor spread(const Tensor& grad, const Shape& kept_shape, const Shape& in_shape
   return broadcast_to(reshape(grad, kept_shape), in_shape);
 }
 
-Tensor sum_over(const Tensor& x, const ReducePlan& plan) {
-  Tensor out = sum_kernel(x, plan, 1.0);
-  record(out, {"SumBackward", {.formula = "out = Σ x  →  dx = g broadcast back to x's shape"}}, {x}, {},
-         [kept = plan.kept_shape, in = x.shape()](const BackwardContext& c) {
-           // out = Σ_dims x
-           return std::vector<Tensor>{spread(c.grad, kept, in)};
-         });
-  return out;
+// A reduction as one table row: its forward over a plan's dims, what its derivative reads, and the
+// derivative, which gets g already spread back over x's shape.
+struct Reduced {
+  Tensor values;
+  Tensor saved;  // what the derivative reads besides g; undefined if nothing
+};
+struct ReduceOp {
+  const char* node;     // "SumBackward"
+  const char* formula;  // as the step page prints it
+  // `whole`: over every dim, by the whole-tensor form (max and min share the gradient among ties).
+  Reduced (*forward)(const Tensor& x, const ReducePlan& plan, bool whole);
+  Tensor (*derivative)(const Tensor& spread_grad, const Tensor& saved, double reduced_count);
+};
+
+Tensor reduce(const ReduceOp& op, const Tensor& x, const ReducePlan& plan, bool whole) {
+  Reduced r = op.forward(x, plan, whole);
+  const auto backward = [derivative = op.derivative, kept = plan.kept_shape, in = x.shape(),
+                         count = static_cast<double>(plan.reduced_count)](const BackwardContext& c) {
+    return std::vector<Tensor>{derivative(spread(c.grad, kept, in), c.saved.empty() ? Tensor() : c.saved[0], count)};
+  };
+  // A node that saved nothing may run again without retain_graph (as in PyTorch): save only what there is.
+  if (r.saved.defined())
+    record(r.values, {op.node, {.formula = op.formula}}, {x}, {r.saved}, backward);
+  else
+    record(r.values, {op.node, {.formula = op.formula}}, {x}, {}, backward);
+  return r.values;
 }
 
-Tensor mean_over(const Tensor& x, const ReducePlan& plan) {
-  const double count = static_cast<double>(plan.reduced_count);
-  Tensor out = sum_kernel(x, plan, count == 0 ? NAN : 1.0 / count);
-  record(out, {"MeanBackward", {.formula = "out = Σ x / n  →  dx = g / n broadcast back to x's shape"}}, {x}, {},
-         [kept = plan.kept_shape, in = x.shape(), count](const BackwardContext& c) {
-           // out = Σ_dims x / count
-           return std::vector<Tensor>{mul(spread(c.grad, kept, in), 1.0 / count)};
-         });
-  return out;
-}
+// The table.
 
-// Max (or min) over the plan's dims; the gradient goes to the first extreme element (or, with
-// split_ties, evenly to all of them), marked by a weight tensor of x's shape saved in the forward.
-Tensor extreme_over(std::string_view op, const Tensor& x, const ReducePlan& plan, bool is_max, bool split_ties) {
-  Extreme e = extreme_kernel(op, x, plan, is_max, split_ties);
-  record(e.values,
-         is_max
-             ? OpKind{"MaxBackward",
-                      {.formula = "out = max x  →  dx = g at the arg-max (shared among tied elements), 0 elsewhere"}}
-             : OpKind{"MinBackward",
-                      {.formula = "out = min x  →  dx = g at the arg-min (shared among tied elements), 0 elsewhere"}},
-         {x}, {e.one_hot}, [kept = plan.kept_shape, in = x.shape()](const BackwardContext& c) {
-           // out = max_dims x  →  dx = g at the arg-max (shared among ties over all dims), 0 elsewhere
-           return std::vector<Tensor>{mul(spread(c.grad, kept, in), c.saved[0])};
-         });
-  return e.values;
-}
+const ReduceOp kSum{.node = "SumBackward",
+                    .formula = "out = Σ x  →  dx = g broadcast back to x's shape",
+                    .forward =
+                        [](const Tensor& x, const ReducePlan& plan, bool) {
+                          return Reduced{sum_kernel(x, plan, 1.0), {}};
+                        },
+                    .derivative =
+                        [](const Tensor& g, const Tensor&, double) {
+                          // out = Σ_dims x
+                          return g;
+                        }};
+
+const ReduceOp kMean{.node = "MeanBackward",
+                     .formula = "out = Σ x / n  →  dx = g / n broadcast back to x's shape",
+                     .forward =
+                         [](const Tensor& x, const ReducePlan& plan, bool) {
+                           const double count = static_cast<double>(plan.reduced_count);
+                           return Reduced{sum_kernel(x, plan, count == 0 ? NAN : 1.0 / count), {}};
+                         },
+                     .derivative =
+                         [](const Tensor& g, const Tensor&, double count) {
+                           // out = Σ_dims x / count
+                           return mul(g, 1.0 / count);
+                         }};
+
+// Max (or min): the gradient goes to the first extreme element (or, over the whole tensor, evenly to
+// all of them), marked by a weight tensor of x's shape saved in the forward.
+const ReduceOp kMax{.node = "MaxBackward",
+                    .formula = "out = max x  →  dx = g at the arg-max (shared among tied elements), 0 elsewhere",
+                    .forward =
+                        [](const Tensor& x, const ReducePlan& plan, bool whole) {
+                          Extreme e = extreme_kernel("max", x, plan, true, whole);
+                          return Reduced{e.values, e.one_hot};
+                        },
+                    .derivative =
+                        [](const Tensor& g, const Tensor& one_hot, double) {
+                          // out = max_dims x  →  dx = g at the arg-max (shared among ties over all dims), 0 elsewhere
+                          return mul(g, one_hot);
+                        }};
+
+const ReduceOp kMin{.node = "MinBackward",
+                    .formula = "out = min x  →  dx = g at the arg-min (shared among tied elements), 0 elsewhere",
+                    .forward =
+                        [](const Tensor& x, const ReducePlan& plan, bool whole) {
+                          Extreme e = extreme_kernel("min", x, plan, false, whole);
+                          return Reduced{e.values, e.one_hot};
+                        },
+                    .derivative =
+                        [](const Tensor& g, const Tensor& one_hot, double) {
+                          // out = min_dims x  →  dx = g at the arg-min (shared among ties over all dims), 0 elsewhere
+                          return mul(g, one_hot);
+                        }};
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return sum_over(x, plan_reduce_all(x)); }
+Tensor sum(const Tensor& x) { return reduce(kSum, x, plan_reduce_all(x), true); }
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return sum_over(x, plan_reduce("sum", x, dims, keepdim));
+  return reduce(kSum, x, plan_reduce("sum", x, dims, keepdim), false);
 }
-Tensor mean(const Tensor& x) { return mean_over(x, plan_reduce_all(x)); }
+Tensor mean(const Tensor& x) { return reduce(kMean, x, plan_reduce_all(x), true); }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return mean_over(x, plan_reduce("mean", x, dims, keepdim));
+  return reduce(kMean, x, plan_reduce("mean", x, dims, keepdim), false);
 }
-Tensor max(const Tensor& x) { return extreme_over("max", x, plan_reduce_all(x), true, true); }
+Tensor max(const Tensor& x) { return reduce(kMax, x, plan_reduce_all(x), true); }
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
-  return extreme_over("max", x, plan_reduce("max", x, {dim}, keepdim), true, false);
+  return reduce(kMax, x, plan_reduce("max", x, {dim}, keepdim), false);
 }
-Tensor min(const Tensor& x) { return extreme_over("min", x, plan_reduce_all(x), false, true); }
+Tensor min(const Tensor& x) { return reduce(kMin, x, plan_reduce_all(x), true); }
 Tensor min(const Tensor& x, int64_t dim, bool keepdim) {
-  return extreme_over("min", x, plan_reduce("min", x, {dim}, keepdim), false, false);
+  return reduce(kMin, x, plan_reduce("min", x, {dim}, keepdim), false);
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {

@@ -10,17 +10,25 @@ output and gradients, so the C++ test can hold attograd's f32 error to PyTorch's
 
 Inputs are rounded to f32 first, so the f32 and f64 runs see the same numbers.
 
+The one-input elementwise ops come from the registry itself (`attograd gradcheck --list --json`:
+each entry's PyTorch counterpart and domain), each drawn on a stream of its own; the other families
+are written here.
+
 Writes tests/golden/parity.safetensors; tests/engine/parity_test.cpp replays it.
-Run: /usr/bin/python3 tools/golden/parity.py
+Run (after building attograd): /usr/bin/python3 tools/golden/parity.py
 """
+import contextlib
 import json
 import math
+import os
 import random
+import subprocess
+import zlib
 
 import torch
 import torch.nn.functional as F
 
-from golden import golden_path, save
+from golden import ROOT, golden_path, save
 
 R = random.Random(15)
 G = torch.Generator().manual_seed(15)
@@ -39,14 +47,14 @@ def shape(rank=None, lo=0, hi=4, empty=0.1):
     return dims
 
 
-def real(s, low=-2.0, high=2.0, away=None, ties=False):
-    """f64 values exactly representable in f32, in [low, high], optionally |x - a| > margin."""
+def real(s, low=-2.0, high=2.0, away=None, ties=False, kinks=(), margin=0.0):
+    """f64 values exactly representable in f32, in [low, high], optionally |x - a| > margin for
+    away=(a, margin), or for every a of kinks."""
     if ties:
         t = torch.randint(-2, 3, s, generator=G).double()
     else:
         t = low + (high - low) * torch.rand(s, generator=G, dtype=torch.float64)
-        if away is not None:
-            point, margin = away
+        for point, margin in ([away] if away is not None else []) + [(k, margin) for k in kinks]:
             near = (t - point).abs() < margin
             t = torch.where(near, t + 2 * margin * torch.sign(t - point + 1e-12), t)
     return t.float().double()
@@ -101,27 +109,7 @@ def weight_like(out):
 
 # ---- the ops, by family (the attributes the registry fixes are fixed here too)
 
-UNARY = {
-    "neg": (lambda x: -x, {}),
-    "exp": (torch.exp, {}),
-    "log": (torch.log, dict(low=0.2, high=2)),
-    "sqrt": (torch.sqrt, dict(low=0.2, high=2)),
-    "abs": (torch.abs, dict(away=(0, 0.3))),
-    "relu": (torch.relu, dict(away=(0, 0.3))),
-    "gelu": (F.gelu, {}),
-    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), {}),
-    "tanh": (torch.tanh, {}),
-    "sigmoid": (torch.sigmoid, dict(low=-6, high=6)),
-    "clone": (torch.clone, {}),
-    "to": (lambda x: x.float().to(x.dtype), {}),
-    "rsub_scalar": (lambda x: 1.0 - x, {}),
-}
-
-
 def elementwise():
-    for name, (fn, domain) in UNARY.items():
-        for _ in range(12):
-            case(name, "registry", [real(shape(), **domain)], fn)
     for name, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div)]:
         for _ in range(20):
             a, b = broadcast_pair()
@@ -514,17 +502,38 @@ def chains():
         case("chain", "chain", [real(s) for _ in range(n_in)], fn, dict(steps=steps))
 
 
-def softplus_family():
-    # Within ±15: past 20 F.softplus returns x itself (its threshold), where ours keeps the
-    # log1p(e^-x) term, a relative 1e-10 more (tests/engine/pytorch_divergences_test.cpp).
-    # Drawn from streams of their own, so that every earlier case and weight stays as it was.
+def registry_ops():
+    """The registry's entries as `attograd gradcheck --list --json` prints them; $ATTOGRAD names the
+    program (default: build/tools/attograd)."""
+    program = os.environ.get("ATTOGRAD", os.path.join(ROOT, "build", "tools", "attograd"))
+    listing = subprocess.run([program, "gradcheck", "--list", "--json"], check=True, capture_output=True, text=True)
+    return json.loads(listing.stdout)
+
+
+@contextlib.contextmanager
+def stream_of(name):
+    """Draws from a stream of the op's own, seeded by its name: adding an op changes no other case."""
     state = R.getstate(), G.get_state()
-    R.seed(17)
-    G.manual_seed(17)
-    for _ in range(3 * 12):
-        case("softplus", "registry", [real(shape(), -15, 15)], F.softplus)
+    R.seed(name)
+    G.manual_seed(zlib.crc32(name.encode()))
+    yield
     R.setstate(state[0])
     G.set_state(state[1])
+
+
+def from_registry():
+    """Every one-input entry with a PyTorch counterpart (TorchCounterpart in engine/registry.h): 36
+    random shapes of rank 0-3, values from its domain."""
+    for op in registry_ops():
+        torch_op = op.get("torch")
+        if torch_op is None or op["inputs"] != 1:
+            continue
+        fn = eval(torch_op["expression"], {"torch": torch, "F": F})
+        with stream_of(op["name"]):
+            for _ in range(PASSES * 12):
+                x = real(shape(), torch_op["low"], torch_op["high"], kinks=torch_op["kinks"],
+                         margin=torch_op["kink_margin"])
+                case(op["name"], "registry", [x], fn)
 
 
 def encode(v):
@@ -546,7 +555,7 @@ def main():
         for family in [elementwise, reduce, shapes_family, index_family, mask_family, matmul_family, softmax_family,
                        norm_family, loss_family, attention_family, dropout_family, chains]:
             family()
-    softplus_family()  # after the passes: the cases drawn before it stay as they were
+    from_registry()  # after the passes, each op on its own stream
     tensors, meta = {}, []
     for n, c in enumerate(CASES):
         xs, out = run(c, torch.float64)
