@@ -536,6 +536,16 @@ def from_registry():
                 case(op["name"], "registry", [x], fn)
 
 
+def softmax_backward_family():
+    """softmax's backward as an op (engine/ops/softmax.h) against PyTorch's _softmax_backward_data."""
+    for op, dim in [("softmax_backward", -1), ("softmax_backward_dim0", 0)]:
+        with stream_of(op):
+            for _ in range(PASSES * 8):
+                s = shape(R.randint(1, 3), empty=0)
+                case(op, "registry", [real(s), real(s)],
+                     lambda y, g, d=dim: torch._softmax_backward_data(g, y, d, y.dtype))
+
+
 def encode(v):
     """JSON has no infinity: ±inf become the strings "inf" and "-inf"."""
     if isinstance(v, dict):
@@ -556,6 +566,7 @@ def main():
                        norm_family, loss_family, attention_family, dropout_family, chains]:
             family()
     from_registry()  # after the passes, each op on its own stream
+    softmax_backward_family()
     tensors, meta = {}, []
     for n, c in enumerate(CASES):
         xs, out = run(c, torch.float64)
