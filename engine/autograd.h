@@ -71,6 +71,9 @@ struct OpProperties {
   // Its forward writes ±Inf on purpose (masked_fill's -inf hides attention keys): anomaly mode does
   // not report an Inf in its output.
   bool writes_inf = false;
+  // Its products took bf16 operands with f32 results (AutocastGuard, engine/autocast.h): graph
+  // export and backward traces show the op as `matmul[bf16]`.
+  bool bf16 = false;
 };
 
 // An op as record() names it: its node's name (static storage) and its properties. Converts from
