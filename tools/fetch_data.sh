@@ -20,6 +20,7 @@ corpora=(
   "sentiment@5.0.2|89302eb03d2005d03b214fe65814bb48adb7d3c42c8ca80bdee6a3ecb7e4480f|package/test/fixtures/amazon.json|uci-sentiment/amazon.json|bc5eb0cac49fc45987301f1dc2d02cf5ca356ba6c882be179dce77d74e666ed9"
   "sentiment@5.0.2|89302eb03d2005d03b214fe65814bb48adb7d3c42c8ca80bdee6a3ecb7e4480f|package/test/fixtures/imdb.json|uci-sentiment/imdb.json|44a7b9082ed732ee2de3c858ea5ee2e99aca34f239a1c4359d3a300bf099bdb5"
   "sentiment@5.0.2|89302eb03d2005d03b214fe65814bb48adb7d3c42c8ca80bdee6a3ecb7e4480f|package/test/fixtures/yelp.json|uci-sentiment/yelp.json|9f3f47983f21eeb819380767b74bfa648eca208f156241111454b3e122773ff7"
+  "cmu-pronouncing-dictionary@3.0.0|ca16ac157e95277ffe1ca105a5ca2c833a15626024f15711c2a425da367b68ce|package/index.js|cmudict/index.js|ef8b2b976d2e5801b7541ebcc7714f538d1ffa0ebb28645259536e2666bd2948"
 )
 
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }

@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgoogle-perftools-dev  # tcmalloc for the attograd program
   libxxhash-dev  # XXH3, the checksum of the safetensors files attograd writes
+  libssl-dev  # SHA-256 (OpenSSL's libcrypto): a corpus is checked again when it is read
   python3  # tests/tools/edit_checkpoint.py (the bad-input test), no torch needed
   graphviz  # `attograd graph --format svg` runs its dot
   libopenmpi-dev openmpi-bin  # data parallelism over MPI (nn/distributed.h; the mpi tests run mpirun)
@@ -30,7 +31,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
-# The real corpora (Moby-Dick, the UCI sentences) into the data cache; the tests that train on them
+# The real corpora (Moby-Dick, the UCI sentences, CMUdict) into the data cache; the tests that train on them
 # need them. Offline, it says what to do and the rest of the set-up goes on.
 "$root/tools/fetch_data.sh" || echo "setup: the corpora could not all be fetched (see above)" >&2
 

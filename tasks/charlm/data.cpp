@@ -44,7 +44,7 @@ std::vector<int64_t> Vocabulary::encode(std::u32string_view text, const std::str
     std::string listed;
     for (const char32_t c : unknown) {
       if (!listed.empty()) listed += ' ';
-      listed += describe_char(c);
+      listed += tasks::describe_char(c);
     }
     fail("{}: {} character(s) the model's vocabulary does not have: {} (--drop-unknown leaves them out)", source,
          unknown.size(), listed);
@@ -61,11 +61,6 @@ Split split_90_10(const std::vector<int64_t>& ids) {
   const auto n_train = static_cast<size_t>(0.9 * static_cast<double>(ids.size()));  // Python's int(0.9 * N)
   return {{ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train)},
           {ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end()}};
-}
-
-std::string describe_char(char32_t c) {
-  if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
-  return fmt::format("'{}' (U+{:04X})", tasks::encode_utf8(std::u32string(1, c)), static_cast<uint32_t>(c));
 }
 
 }  // namespace ag::charlm

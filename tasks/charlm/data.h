@@ -32,7 +32,4 @@ struct Split {
 };
 Split split_90_10(const std::vector<int64_t>& ids);
 
-// How a character reads in a message: itself if printable, else U+XXXX ("'\n'" → "U+000A").
-std::string describe_char(char32_t c);
-
 }  // namespace ag::charlm

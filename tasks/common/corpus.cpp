@@ -1,5 +1,8 @@
 #include "tasks/common/corpus.h"
 
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -22,6 +25,16 @@ std::string corpus_path(const std::string& name) {
            "or give your own file with --data FILE",
            path);
   return path;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  AG_CHECK(EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr) == 1,
+           "sha256: OpenSSL could not compute the digest");
+  std::string hex;
+  for (unsigned int k = 0; k < length; ++k) hex += fmt::format("{:02x}", digest[k]);
+  return hex;
 }
 
 }  // namespace ag::tasks

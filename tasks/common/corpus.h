@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace ag::tasks {
 
@@ -11,5 +12,8 @@ std::string data_cache_dir();
 // The cached corpus file `name` ("moby-dick.txt", "uci-sentiment/amazon.json"); an error saying
 // how to fetch it, or how to proceed offline, if it is not there.
 std::string corpus_path(const std::string& name);
+
+// The SHA-256 of `bytes` as 64 lower-case hex digits (OpenSSL), to check a corpus when it is read.
+std::string sha256_hex(std::string_view bytes);
 
 }  // namespace ag::tasks

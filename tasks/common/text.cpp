@@ -121,6 +121,11 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string describe_char(char32_t c) {
+  if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
+  return fmt::format("'{}' (U+{:04X})", tasks::encode_utf8(std::u32string(1, c)), static_cast<uint32_t>(c));
+}
+
 std::string encode_utf8(std::u32string_view text) {
   std::string out;
   for (const char32_t c : text) {

@@ -35,4 +35,8 @@ std::string encode_utf8(std::u32string_view text);
 // bytes that are not UTF-8 are shown as \xNN, so nothing cuts or garbles the message.
 std::string printable(std::string_view text);
 
+// How a character reads in a message: itself and its code point if printable ("'a' (U+0061)"),
+// else only its code point ('\n' → "U+000A").
+std::string describe_char(char32_t c);
+
 }  // namespace ag::tasks
