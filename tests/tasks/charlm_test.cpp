@@ -205,8 +205,8 @@ TEST(CharLMTraining, Bf16LossCurveStaysWithinToleranceOfF32s) {
     EXPECT_EQ(train(o), 0);
     testing::internal::GetCapturedStdout();
     std::vector<double> losses;
-    for (const std::string& v : read_metrics(dir / precision / "metrics.csv")["val_loss"])
-      losses.push_back(std::stod(v));
+    auto metrics = read_metrics(dir / precision / "metrics.csv");
+    for (const std::string& v : metrics["val_loss"]) losses.push_back(std::stod(v));
     return losses;
   };
   const std::vector<double> f32 = val_losses("f32"), bf16 = val_losses("bf16");
