@@ -67,9 +67,10 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
 // the time left.
 class ProgressBar {
  public:
-  ProgressBar(bool enabled, std::string label, int64_t steps, int64_t tokens_per_step)
+  ProgressBar(bool enabled, std::string label, int64_t steps, int64_t tokens_per_step, std::string unit)
       : enabled_(enabled && ::isatty(STDERR_FILENO)),
         label_(std::move(label)),
+        unit_(std::move(unit)),
         steps_(steps),
         tokens_per_step_(tokens_per_step),
         start_(std::chrono::steady_clock::now()) {}
@@ -83,8 +84,9 @@ class ProgressBar {
     const double per_second = seconds > 0 ? static_cast<double>(step - first) / seconds : 0.0;
     const int filled = static_cast<int>(20 * step / steps_);
     const std::string rate =
-        tokens_per_step_ > 0 ? fmt::format("{:.1f}k tok/s", per_second * static_cast<double>(tokens_per_step_) / 1e3)
-                             : fmt::format("{:.0f} it/s", per_second);
+        tokens_per_step_ > 0
+            ? fmt::format("{:.1f}k {}/s", per_second * static_cast<double>(tokens_per_step_) / 1e3, unit_)
+            : fmt::format("{:.0f} it/s", per_second);
     const double left = per_second > 0 ? static_cast<double>(steps_ - step) / per_second : 0.0;
     std::fprintf(stderr, "\r%s [%s%s] %3lld%% %s loss %.4f %d:%02d left\033[K", label_.c_str(),
                  std::string(filled, '#').c_str(), std::string(20 - filled, '.').c_str(),
@@ -94,7 +96,7 @@ class ProgressBar {
 
  private:
   bool enabled_;
-  std::string label_;
+  std::string label_, unit_;
   int64_t steps_, tokens_per_step_;
   std::chrono::steady_clock::time_point start_;
 };
@@ -279,7 +281,7 @@ double Trainer::train_epoch(int64_t epoch) {
       options_.steps_per_epoch > 0
           ? fmt::format("iter {}/{}", (epoch - 1) * options_.steps_per_epoch + steps, total_steps())
           : fmt::format("epoch {}/{}", epoch, options_.epochs);
-  ProgressBar bar(options_.progress, label, steps, options_.tokens_per_step);
+  ProgressBar bar(options_.progress, label, steps, options_.tokens_per_step, options_.rate_unit);
   model_.train();
   int64_t examples = 0;
   for (int64_t step = 0; step < resume_step_; ++step) examples += static_cast<int64_t>(batches[step].size());

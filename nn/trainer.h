@@ -66,6 +66,7 @@ struct TrainerOptions {
   std::function<double(int64_t step)> lr_schedule{};  // if set: the lr of each step, counted from 0
   double clip_grad_norm = 0;                          // > 0: the gradients' global norm is clipped to it
   int64_t tokens_per_step = 0;                        // > 0: the progress bar shows tokens/s (global)
+  std::string rate_unit = "tok";                      // what tokens_per_step counts, in the bar ("words")
   uint64_t seed = 0;
   // The shuffle's generator: attograd's, or PyTorch's, drawing each epoch's order as
   // DataLoader(shuffle=True, generator=g) does with g seeded by `seed`.

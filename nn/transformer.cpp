@@ -6,6 +6,7 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/dropout.h"
+#include "engine/ops/index.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/pointwise.h"
@@ -84,12 +85,18 @@ Tensor PackedMultiheadAttention::project(const Tensor& x, int64_t which) const {
 
 Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                          const Tensor& key_padding_mask, const Tensor& attn_mask) {
+  AG_CHECK(key.defined() && value.defined() && key.dim() == 3 && value.dim() == 3 && key.size(1) == value.size(1),
+           "MultiheadAttention: expected key and value (N, S, E) of one length, got {} and {}", shape_or_undefined(key),
+           shape_or_undefined(value));
+  return attend(query, project(key, 1), project(value, 2), key_padding_mask, attn_mask);
+}
+
+Tensor PackedMultiheadAttention::attend(const Tensor& query, const Tensor& k, const Tensor& v,
+                                        const Tensor& key_padding_mask, const Tensor& attn_mask) {
   Tensor q = project(query, 0);  // (N, H, T, Dh)
-  Tensor k = project(key, 1);    // (N, H, S, Dh)
-  Tensor v = project(value, 2);  // (N, H, S, Dh)
-  AG_CHECK(q.size(0) == k.size(0) && k.size(2) == v.size(2),
-           "MultiheadAttention: query {}, key {} and value {} must share the batch size, key and value the length",
-           shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
+  AG_CHECK(k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) && k.size(2) == v.size(2),
+           "MultiheadAttention: query {}, keys {} and values {} must share the batch size, keys and values the length",
+           shape_str(query.shape()), shape_str(k.shape()), shape_str(v.shape()));
   check_mask("MultiheadAttention", "attn_mask", attn_mask, {q.size(2), k.size(2)});
   check_mask("MultiheadAttention", "key_padding_mask", key_padding_mask, {q.size(0), k.size(2)});
   AttentionOptions o{.key_padding_mask = key_padding_mask,
@@ -146,6 +153,38 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
   return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout3, *norm3);
 }
 
+Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, DecoderLayerCache& cache,
+                                             const Tensor& memory_key_padding_mask) {
+  const auto extend = [](const Tensor& cached, const Tensor& step) {  // (N, H, t, Dh) → (N, H, t + 1, Dh)
+    return cached.defined() ? cat({cached, step}, 2) : step;
+  };
+  cache.self_keys = extend(cache.self_keys, self_attn->project(tgt, 1));
+  cache.self_values = extend(cache.self_values, self_attn->project(tgt, 2));
+  Tensor x = add_and_norm(tgt, self_attn->attend(tgt, cache.self_keys, cache.self_values), *dropout1, *norm1);
+  Tensor cross = multihead_attn->attend(x, cache.memory_keys, cache.memory_values, memory_key_padding_mask);
+  x = add_and_norm(x, cross, *dropout2, *norm2);  // (N, 1, E)
+  return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout3, *norm3);
+}
+
+int64_t DecoderCache::length() const {
+  return layers.empty() || !layers[0].self_keys.defined() ? 0 : layers[0].self_keys.size(2);
+}
+
+int64_t DecoderCache::batch() const { return layers.empty() ? 0 : layers[0].memory_keys.size(0); }
+
+void DecoderCache::select(const Tensor& rows) {
+  const auto keep = [&](Tensor& t) {
+    if (t.defined()) t = index_select(t, 0, rows);
+  };
+  for (DecoderLayerCache& layer : layers) {
+    keep(layer.self_keys);
+    keep(layer.self_values);
+    keep(layer.memory_keys);
+    keep(layer.memory_values);
+  }
+  keep(memory_key_padding_mask);
+}
+
 TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen) {
   AG_CHECK(num_layers > 0, "TransformerEncoder: expected a positive number of layers, got {}", num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<TransformerEncoderLayer>>());
@@ -172,6 +211,33 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
   Tensor x = tgt;
   for (auto& layer : *layers)
     x = (*layer)(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
+  return (*norm)(x);
+}
+
+DecoderCache TransformerDecoder::start(const Tensor& memory, const Tensor& memory_key_padding_mask) {
+  NoGradGuard no_grad;
+  const ScopeGuard scope = enter_scope();
+  DecoderCache cache;
+  cache.memory_key_padding_mask = memory_key_padding_mask;
+  for (auto& layer : *layers) {
+    DecoderLayerCache& c = cache.layers.emplace_back();
+    c.memory_keys = layer->multihead_attn->project(memory, 1);    // (N, H, S, Dh)
+    c.memory_values = layer->multihead_attn->project(memory, 2);  // (N, H, S, Dh)
+  }
+  return cache;
+}
+
+Tensor TransformerDecoder::forward_step(const Tensor& tgt, DecoderCache& cache) {
+  AG_CHECK(
+      tgt.defined() && tgt.dim() == 3 && tgt.size(1) == 1 && cache.layers.size() == layers->size() &&
+          tgt.size(0) == cache.batch(),
+      "TransformerDecoder: forward_step expects one position (N, 1, E) and a cache from start() for N = {}, got {}",
+      cache.batch(), shape_or_undefined(tgt));
+  NoGradGuard no_grad;
+  const ScopeGuard scope = enter_scope();
+  Tensor x = tgt;
+  for (size_t l = 0; l < layers->size(); ++l)
+    x = (*layers)[l].forward_step(x, cache.layers[l], cache.memory_key_padding_mask);
   return (*norm)(x);
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "engine/ops/options.h"
 #include "nn/layers.h"
@@ -46,6 +47,13 @@ class PackedMultiheadAttention : public Module {
 
   const Tensor& attention_weights() const { return weights_; }  // the last ones (N, H, T, S), detached
 
+  // x (N, L, E) through W_q (which 0), W_k (1) or W_v (2), split into heads → (N, H, L, E/H).
+  Tensor project(const Tensor& x, int64_t which) const;
+  // The attention of query (N, T, E) over keys and values already projected (N, H, S, E/H): forward's
+  // second half, which decoding with a cache calls directly → (N, T, E).
+  Tensor attend(const Tensor& query, const Tensor& keys, const Tensor& values, const Tensor& key_padding_mask = {},
+                const Tensor& attn_mask = {});
+
   Tensor in_proj_weight;
   Tensor in_proj_bias;
   std::shared_ptr<NonDynamicallyQuantizableLinear> out_proj;
@@ -54,8 +62,6 @@ class PackedMultiheadAttention : public Module {
   MaskedRows masked_rows = MaskedRows::nan;
 
  private:
-  Tensor project(const Tensor& x, int64_t which) const;  // (N, L, E) → (N, H, L, E/H), which: 0 q, 1 k, 2 v
-
   Generator* gen_;
   Tensor weights_;
 };
@@ -86,6 +92,14 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<Dropout> dropout1, dropout2;
 };
 
+// Incremental decoding (inference, eval mode) for one decoder layer: the keys and values of the
+// positions decoded so far (self-attention) and of the encoder's memory (cross-attention, projected
+// once), each (N, H, length, E/H).
+struct DecoderLayerCache {
+  Tensor self_keys, self_values;
+  Tensor memory_keys, memory_values;
+};
+
 // Masked self-attention, cross-attention to the encoder's memory, feed-forward; each sublayer
 // residual then LayerNorm (norm1, norm2, norm3).
 class TransformerDecoderLayer : public Module {
@@ -100,6 +114,9 @@ class TransformerDecoderLayer : public Module {
         [&] { return forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask); });
   }
   std::string type_name() const override { return "TransformerDecoderLayer"; }
+  // The layer at one new position: tgt (N, 1, E) → (N, 1, E), the position's keys and values added to
+  // the cache. Equals forward's last row under a causal tgt_mask (no padding inside a decoded prefix).
+  Tensor forward_step(const Tensor& tgt, DecoderLayerCache& cache, const Tensor& memory_key_padding_mask = {});
 
   std::shared_ptr<PackedMultiheadAttention> self_attn;
   std::shared_ptr<PackedMultiheadAttention> multihead_attn;
@@ -124,6 +141,16 @@ class TransformerEncoder : public Module {
   std::shared_ptr<LayerNorm> norm;
 };
 
+// A decoder's state while it generates: every layer's cache and the memory's padding mask (N, S).
+// select(rows) keeps (and reorders, repeats) batch rows: beam search, finished sequences dropped.
+struct DecoderCache {
+  std::vector<DecoderLayerCache> layers;
+  Tensor memory_key_padding_mask;
+  int64_t length() const;  // positions decoded so far
+  int64_t batch() const;
+  void select(const Tensor& rows);  // rows: 1-D i64 indices into the batch
+};
+
 class TransformerDecoder : public Module {
  public:
   TransformerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen = default_generator());
@@ -136,6 +163,12 @@ class TransformerDecoder : public Module {
         [&] { return forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask); });
   }
   std::string type_name() const override { return "TransformerDecoder"; }
+
+  // Incremental decoding (no gradient): start() projects memory (N, S, E) for every layer's
+  // cross-attention once; forward_step(tgt (N, 1, E)) runs the next position through every layer
+  // and the final norm → (N, 1, E), as forward's last row would under a causal mask.
+  DecoderCache start(const Tensor& memory, const Tensor& memory_key_padding_mask = {});
+  Tensor forward_step(const Tensor& tgt, DecoderCache& cache);
 
   std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;

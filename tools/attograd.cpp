@@ -48,9 +48,9 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
       ->check(ag::cli::whole_number(1, 1024));
 
   std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app)};
-  for (std::vector<ag::cli::Command> group : {ag::cli::add_train_commands(app), ag::cli::add_eval_commands(app)})
+  for (std::vector<ag::cli::Command> group :
+       {ag::cli::add_train_commands(app), ag::cli::add_eval_commands(app), ag::cli::add_predict_commands(app)})
     commands.insert(commands.end(), group.begin(), group.end());
-  commands.push_back(ag::cli::add_predict_command(app));
   commands.push_back(ag::cli::add_bench_command(app));
   commands.push_back(ag::cli::add_sample_command(app));
   commands.push_back(ag::cli::add_walkthrough_command(app));

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <vector>
 
+#include "tasks/common/training.h"
+
 namespace ag::cli {
 
 // A subcommand and what runs when it was chosen (returns the process exit code).
@@ -14,12 +16,27 @@ struct Command {
 
 Command add_gradcheck_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
-std::vector<Command> add_train_commands(CLI::App& app);  // train sentiment, squares, charlm
-std::vector<Command> add_eval_commands(CLI::App& app);   // eval sentiment, squares, charlm
-Command add_predict_command(CLI::App& app);
-Command add_sample_command(CLI::App& app);  // sample (from a charlm checkpoint)
+std::vector<Command> add_train_commands(CLI::App& app);    // train sentiment, squares, charlm, g2p
+std::vector<Command> add_eval_commands(CLI::App& app);     // eval sentiment, squares, charlm, g2p
+std::vector<Command> add_predict_commands(CLI::App& app);  // predict sentiment, g2p
+Command add_sample_command(CLI::App& app);                 // sample (from a charlm checkpoint)
 Command add_walkthrough_command(CLI::App& app);
 std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, graph sentiment
+
+// `train g2p`, `eval g2p`, `predict g2p` (g2p_command.cpp), added under their parent commands.
+Command add_train_g2p(CLI::App* train);
+Command add_eval_g2p(CLI::App* eval);
+Command add_predict_g2p(CLI::App* predict);
+
+// The flags every `train <task>` takes, with the task's defaults shown. Returns --lr, whose default
+// may depend on other flags.
+CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,
+                                bool epochs = true);
+// With --resume: each flag of `app` not given takes the value its setting has in the resumed
+// checkpoint's config, so `train TASK --resume OUT` goes on as the run began, and --out defaults to
+// OUT. A flag given with another value than the checkpoint's is refused by tasks::run_training
+// (except --epochs and --iters, which train further).
+void carry_over_settings(CLI::App* app, const std::string& resume);
 
 // The whole program: parses argv, runs the chosen subcommand, returns the exit code. parse_only
 // stops after parsing and checking the flags (the fuzz target drives it so, writing no files).

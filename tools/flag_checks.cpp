@@ -52,6 +52,8 @@ CLI::Validator whole_number(int64_t min, int64_t max) {
       fmt::format("INT in [{}, {}]", min, max));
 }
 
+const CLI::Validator kCount = whole_number(1, 1000000);
+
 const CLI::Validator kSeed(
     [](const std::string& text) -> std::string {
       uint64_t value = 0;

@@ -11,6 +11,8 @@ namespace ag::cli {
 // A decimal whole number in [min, max]: no sign on 0, no leading zeros ("010" reads as octal
 // elsewhere), no hex, no exponent.
 CLI::Validator whole_number(int64_t min, int64_t max);
+// A count of steps, epochs, examples: a whole number in [1, 1000000].
+extern const CLI::Validator kCount;
 // A seed: a decimal whole number in [0, 2^64).
 extern const CLI::Validator kSeed;
 // A finite decimal number in [min, max] (subnormals included: 1e-320 is a number > 0).

@@ -15,84 +15,10 @@ namespace ag::cli {
 
 namespace {
 
-const CLI::Validator kCount = whole_number(1, 1000000);
-
 void print_peak_memory() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   fmt::print("peak resident memory (RSS): {:.1f} MB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);  // in KiB
-}
-
-// The flags every `train <task>` takes, with the task's defaults shown. Returns --lr, whose default
-// may depend on other flags.
-CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,
-                                bool epochs = true) {
-  if (epochs)
-    app->add_option("--epochs", options.epochs, "Passes over the training set")->check(kCount)->capture_default_str();
-  CLI::Option* lr = app->add_option("--lr", options.lr, lr_help)->check(kPositive)->capture_default_str();
-  app->add_option("--batch-size", options.batch_size, "Examples per step (under mpirun: of all ranks together)")
-      ->check(kCount)
-      ->capture_default_str();
-  app->add_option("--micro-batches", options.micro_batches,
-                  "Run each batch (each rank's share) in this many forward/backward passes, their gradients summed: "
-                  "the same step in less memory")
-      ->check(kCount)
-      ->capture_default_str();
-  app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->check(kSeed)->capture_default_str();
-  app->add_option("--out", options.out, "Output folder")->check(kPath)->capture_default_str();
-  app->add_option(
-         "--resume", options.resume,
-         "Continue the run in this folder (its last.safetensors): flags not given keep the run's values, --epochs "
-         "(charlm: --iters) may grow, --out defaults to it; another value of any other setting is refused")
-      ->check(kPath)
-      ->check(CLI::ExistingDirectory);
-  app->add_option("--precision", options.precision,
-                  "f32, or bf16: the products (matmul, Linear, attention) take bf16 operands with f32 results, "
-                  "forward and backward, on CPUs with AVX512_BF16; weights, optimizer and checkpoints stay f32")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
-  app->add_flag("--quiet", options.quiet, "No progress bar");
-  app->add_flag("--trace-backward", options.trace_backward,
-                "Trace the first step's backward on stderr: each node's op, scope, gradient norms and time, then a "
-                "summary by op");
-  app->add_flag("--detect-anomaly", options.detect_anomaly,
-                "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
-                "its module scope and whether it was forward or backward");
-  return lr;
-}
-
-// With --resume: each flag of `app` not given takes the value its setting has in the resumed
-// checkpoint's config, so `train TASK --resume OUT` goes on as the run began, and --out defaults to
-// OUT. A flag given with another value than the checkpoint's is refused by tasks::run_training
-// (except --epochs and --iters, which train further).
-void carry_over_settings(CLI::App* app, const std::string& resume) {
-  if (resume.empty()) return;
-  const nlohmann::json config = nlohmann::json::parse(nn::read_checkpoint(resume + "/last.safetensors").config());
-  // Another task's or model's run: nothing to carry over; tasks::run_training refuses it, naming both.
-  const CLI::Option* model = app->get_option_no_throw("--model");
-  if (!config.contains("task") || config["task"] != app->get_name() ||
-      (model && model->count() > 0 && config.value("model", nlohmann::json()) != model->as<std::string>()))
-    return;
-  const auto set = [](CLI::Option* option, const std::string& value) {
-    option->add_result(value);
-    option->run_callback();
-  };
-  for (CLI::Option* option : app->get_options()) {
-    const std::string flag = option->get_name();
-    if (option->count() > 0 || !flag.starts_with("--")) continue;
-    std::string key = flag.substr(2);
-    std::replace(key.begin(), key.end(), '-', '_');
-    for (const auto& [setting, its_flag] : tasks::settings_named_otherwise())
-      if (!config.contains(key) && its_flag == flag) key = setting;
-    if (!config.contains(key) || config[key] == "") continue;  // "": the default (seed 002's data)
-    const std::string value = config[key].is_string() ? config[key].get<std::string>() : config[key].dump();
-    try {
-      set(option, value);
-    } catch (const CLI::Error& e) {  // a checkpoint edited by hand: say where the value came from
-      fail("--resume {}: the checkpoint's {} cannot be carried over: {}", resume, key, e.what());
-    }
-  }
-  if (app->get_option("--out")->count() == 0) set(app->get_option("--out"), resume);
 }
 
 // Flags of `train sentiment` not given take --dataset uci's defaults when it is chosen.
@@ -264,6 +190,72 @@ Command add_train_charlm(CLI::App* train) {
 
 }  // namespace
 
+CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,
+                                bool epochs) {
+  if (epochs)
+    app->add_option("--epochs", options.epochs, "Passes over the training set")->check(kCount)->capture_default_str();
+  CLI::Option* lr = app->add_option("--lr", options.lr, lr_help)->check(kPositive)->capture_default_str();
+  app->add_option("--batch-size", options.batch_size, "Examples per step (under mpirun: of all ranks together)")
+      ->check(kCount)
+      ->capture_default_str();
+  app->add_option("--micro-batches", options.micro_batches,
+                  "Run each batch (each rank's share) in this many forward/backward passes, their gradients summed: "
+                  "the same step in less memory")
+      ->check(kCount)
+      ->capture_default_str();
+  app->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->check(kSeed)->capture_default_str();
+  app->add_option("--out", options.out, "Output folder")->check(kPath)->capture_default_str();
+  app->add_option(
+         "--resume", options.resume,
+         "Continue the run in this folder (its last.safetensors): flags not given keep the run's values, --epochs "
+         "(charlm: --iters) may grow, --out defaults to it; another value of any other setting is refused")
+      ->check(kPath)
+      ->check(CLI::ExistingDirectory);
+  app->add_option("--precision", options.precision,
+                  "f32, or bf16: the products (matmul, Linear, attention) take bf16 operands with f32 results, "
+                  "forward and backward, on CPUs with AVX512_BF16; weights, optimizer and checkpoints stay f32")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  app->add_flag("--quiet", options.quiet, "No progress bar");
+  app->add_flag("--trace-backward", options.trace_backward,
+                "Trace the first step's backward on stderr: each node's op, scope, gradient norms and time, then a "
+                "summary by op");
+  app->add_flag("--detect-anomaly", options.detect_anomaly,
+                "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
+                "its module scope and whether it was forward or backward");
+  return lr;
+}
+
+void carry_over_settings(CLI::App* app, const std::string& resume) {
+  if (resume.empty()) return;
+  const nlohmann::json config = nlohmann::json::parse(nn::read_checkpoint(resume + "/last.safetensors").config());
+  // Another task's or model's run: nothing to carry over; tasks::run_training refuses it, naming both.
+  const CLI::Option* model = app->get_option_no_throw("--model");
+  if (!config.contains("task") || config["task"] != app->get_name() ||
+      (model && model->count() > 0 && config.value("model", nlohmann::json()) != model->as<std::string>()))
+    return;
+  const auto set = [](CLI::Option* option, const std::string& value) {
+    option->add_result(value);
+    option->run_callback();
+  };
+  for (CLI::Option* option : app->get_options()) {
+    const std::string flag = option->get_name();
+    if (option->count() > 0 || !flag.starts_with("--")) continue;
+    std::string key = flag.substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    for (const auto& [setting, its_flag] : tasks::settings_named_otherwise())
+      if (!config.contains(key) && its_flag == flag) key = setting;
+    if (!config.contains(key) || config[key] == "") continue;  // "": the default (seed 002's data)
+    const std::string value = config[key].is_string() ? config[key].get<std::string>() : config[key].dump();
+    try {
+      set(option, value);
+    } catch (const CLI::Error& e) {  // a checkpoint edited by hand: say where the value came from
+      fail("--resume {}: the checkpoint's {} cannot be carried over: {}", resume, key, e.what());
+    }
+  }
+  if (app->get_option("--out")->count() == 0) set(app->get_option("--out"), resume);
+}
+
 Command add_sample_command(CLI::App& app) {
   auto options = std::make_shared<charlm::SampleOptions>();
   CLI::App* sample = app.add_subcommand("sample", "Generate text from a `train charlm` checkpoint, streamed to stdout");
@@ -299,7 +291,8 @@ std::vector<Command> add_train_commands(CLI::App& app) {
   // On `train` itself, so it may follow either task (options fall through to the parent).
   auto report_memory = std::make_shared<bool>(false);
   train->add_flag("--report-memory", *report_memory, "At the end, print the peak resident memory (RSS)");
-  std::vector<Command> commands = {add_train_sentiment(train), add_train_squares(train), add_train_charlm(train)};
+  std::vector<Command> commands = {add_train_sentiment(train), add_train_squares(train), add_train_charlm(train),
+                                   add_train_g2p(train)};
   for (Command& command : commands)
     command.run = [run = command.run, report_memory] {
       const int status = run();
@@ -359,10 +352,11 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
                    "Leave out characters the model's vocabulary lacks (default: an error listing them)");
   return {{sentiment, [sentiment_options] { return sentiment::eval(*sentiment_options); }},
           {squares, [squares_options] { return squares::eval(*squares_options); }},
-          {charlm, [charlm_options] { return charlm::eval(*charlm_options); }}};
+          {charlm, [charlm_options] { return charlm::eval(*charlm_options); }},
+          add_eval_g2p(eval)};
 }
 
-Command add_predict_command(CLI::App& app) {
+std::vector<Command> add_predict_commands(CLI::App& app) {
   CLI::App* predict = app.add_subcommand("predict", "Predict with a trained model");
   predict->require_subcommand(1);
   auto options = std::make_shared<sentiment::PredictOptions>();
@@ -374,7 +368,7 @@ Command add_predict_command(CLI::App& app) {
   sentiment->add_option("--file", options->file, "One text per line")->check(kPath)->check(CLI::ExistingFile);
   sentiment->add_option("--explain", options->explain, "Write the first text's attention weights as an SVG heatmap")
       ->check(kPath);
-  return {sentiment, [options] { return sentiment::predict(*options); }};
+  return {{sentiment, [options] { return sentiment::predict(*options); }}, add_predict_g2p(predict)};
 }
 
 }  // namespace ag::cli

@@ -7,7 +7,7 @@
 namespace ag {
 
 Tensor cross_entropy_kernel(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
-                            int64_t count) {
+                            int64_t count, double label_smoothing) {
   const int64_t rows = logits.size(0);
   const int64_t classes = logits.size(1);
   const int64_t* pt = target.data<int64_t>();
@@ -24,7 +24,13 @@ Tensor cross_entropy_kernel(const Tensor& logits, const Tensor& target, int64_t 
       for (int64_t j = 0; j < classes; ++j) s += std::exp(row[j] - m);
       // -log_softmax(row)[target] = (max - row[target]) + log Σ: the difference first, as in
       // log_softmax, so that huge logits ([1e300, 1e300, 0]) keep their log 2.
-      losses[r] = (m - row[pt[r]]) + std::log(s);
+      const double log_sum = std::log(s);
+      losses[r] = (m - row[pt[r]]) + log_sum;
+      if (label_smoothing == 0) return;
+      // PyTorch's form: (1 - ε) · nll + ε · mean_c(-log_softmax(row)[c])
+      double smooth = 0;
+      for (int64_t j = 0; j < classes; ++j) smooth += (m - row[j]) + log_sum;
+      losses[r] = (1 - label_smoothing) * losses[r] + label_smoothing * smooth / static_cast<double>(classes);
     });
     T* po = out.data<T>();
     if (reduction == Reduction::none) {
@@ -39,23 +45,26 @@ Tensor cross_entropy_kernel(const Tensor& logits, const Tensor& target, int64_t 
 }
 
 CrossEntropyTargets cross_entropy_targets(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                          Reduction reduction, int64_t count) {
+                                          Reduction reduction, int64_t count, double label_smoothing) {
   const int64_t rows = logits.size(0);
   const int64_t classes = logits.size(1);
   const int64_t* pt = target.data<int64_t>();
   Tensor row_weight = zeros({rows, 1}, logits.dtype());
-  Tensor one_hot = zeros(logits.shape(), logits.dtype());
+  Tensor distribution = zeros(logits.shape(), logits.dtype());
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
     const T weight = reduction == Reduction::mean ? T(1) / static_cast<T>(count) : T(1);
+    const T spread = static_cast<T>(label_smoothing / static_cast<double>(classes));
     T* pw = row_weight.data<T>();
-    T* ph = one_hot.data<T>();
+    T* pq = distribution.data<T>();
     for (int64_t r = 0; r < rows; ++r) {
       if (pt[r] == ignore_index) continue;
       pw[r] = weight;
-      ph[r * classes + pt[r]] = T(1);
+      T* q = pq + r * classes;
+      if (label_smoothing != 0) std::fill(q, q + classes, spread);
+      q[pt[r]] += static_cast<T>(1 - label_smoothing);
     }
   });
-  return {row_weight, one_hot};
+  return {row_weight, distribution};
 }
 
 }  // namespace ag

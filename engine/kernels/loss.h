@@ -32,18 +32,21 @@ Tensor elementwise_loss_kernel(std::string_view op, const Tensor& a, const Tenso
   return out;
 }
 
-// -log softmax(logits[n])[target[n]] per row (N, C), reduced; rows whose target is ignore_index
-// contribute 0; `count` is the number of the other rows (the mean's divisor). Targets in range.
+// -Σ_c q[n, c] log softmax(logits[n])[c] per row (N, C), reduced, with q the target distribution:
+// 1 - label_smoothing at target[n] plus label_smoothing / C everywhere (the one-hot when 0). Rows
+// whose target is ignore_index contribute 0; `count` is the number of the other rows (the mean's
+// divisor). Targets in range.
 Tensor cross_entropy_kernel(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
-                            int64_t count);
+                            int64_t count, double label_smoothing);
 
 // What cross_entropy's backward needs: the per-row weight of the gradient (N, 1), 0 for ignored
-// rows and 1/count (mean) or 1 otherwise; and the one-hot of the targets (N, C), zero in ignored rows.
+// rows and 1/count (mean) or 1 otherwise; and the target distribution q (N, C) of the kernel above
+// (the one-hot without smoothing), zero in ignored rows.
 struct CrossEntropyTargets {
   Tensor row_weight;
-  Tensor one_hot;
+  Tensor distribution;
 };
 CrossEntropyTargets cross_entropy_targets(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                          Reduction reduction, int64_t count);
+                                          Reduction reduction, int64_t count, double label_smoothing);
 
 }  // namespace ag

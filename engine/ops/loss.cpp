@@ -88,8 +88,11 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // Rows whose target equals ignore_index contribute 0 (also in Reduction::none) and get a zero
 // gradient; the mean divides by the number of other rows. If every row is ignored, the mean is
 // 0/0 = NaN, as in PyTorch, and the gradient is zero, as in PyTorch.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                     double label_smoothing) {
   check_floating("cross_entropy", "logits", logits);
+  AG_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got {}",
+           label_smoothing);
   check_defined("cross_entropy", "target", target);
   AG_CHECK(target.dtype() == DType::i64, "cross_entropy: expected i64 class-index targets, got {} of shape {}",
            dtype_name(target.dtype()), shape_str(target.shape()));
@@ -108,12 +111,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     ++count;
   }
 
-  Tensor out = cross_entropy_kernel(logits, target, ignore_index, reduction, count);
+  Tensor out = cross_entropy_kernel(logits, target, ignore_index, reduction, count, label_smoothing);
   if (!needs_recording({&logits})) return out;
-  const auto [row_weight, one_hot] = cross_entropy_targets(logits, target, ignore_index, reduction, count);
-  record(out, "CrossEntropyBackward", {logits}, {logits, one_hot, row_weight},
+  const auto [row_weight, distribution] =
+      cross_entropy_targets(logits, target, ignore_index, reduction, count, label_smoothing);
+  record(out, "CrossEntropyBackward", {logits}, {logits, distribution, row_weight},
          [reduction, rows](const BackwardContext& c) {
-           // out[n] = logsumexp(x[n]) - x[n, t[n]]  →  dx[n] = (softmax(x[n]) - onehot(t[n])) · g[n]
+           // out[n] = logsumexp(x[n]) - Σ_c q[n, c] x[n, c]  →  dx[n] = (softmax(x[n]) - q[n]) · g[n]
            const Tensor& g = c.grad;  // (N) for none, else 0-d
            const Tensor coef = c.saved[2] * (reduction == Reduction::none ? reshape(g, {rows, 1}) : g);  // (N, 1)
            return std::vector<Tensor>{(softmax(c.saved[0], 1) - c.saved[1]) * coef};
@@ -158,6 +162,14 @@ void register_loss_ops(Registry& registry) {
          return std::vector<Tensor>{draw(shapes[0], {.low = -3, .high = 3}, gen, dtype).requires_grad_(), target};
        },
        {{{5, 3}, {5}}, {{6, 4}, {6}}}});
+  // PyTorch's label smoothing, with ignored rows (-100) among the others.
+  for (Reduction reduction : {Reduction::mean, Reduction::sum, Reduction::none}) {
+    const std::string suffix =
+        reduction == Reduction::mean ? std::string() : fmt::format("_{}", reduction_name(reduction));
+    registry.add({"cross_entropy_label_smoothing" + suffix,
+                  [reduction](const auto& in) { return cross_entropy(in[0], in[1], -100, reduction, 0.1); },
+                  logits_and_classes, class_shapes});
+  }
 }
 
 }  // namespace ag

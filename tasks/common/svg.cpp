@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "engine/error.h"
 #include "tasks/common/text.h"
 
 namespace ag::plot {
@@ -181,6 +182,49 @@ std::string heatmap(const std::string& title, const std::vector<std::string>& ro
     }
   }
   return svg + "</svg>\n";
+}
+
+std::string bar_chart(const std::string& title, const std::vector<std::string>& labels,
+                      const std::vector<double>& values, const std::string& value_format) {
+  AG_CHECK(labels.size() == values.size(), "bar_chart: {} labels for {} values", labels.size(), values.size());
+  double longest = 0, largest = 0;
+  for (const std::string& label : labels) longest = std::max(longest, static_cast<double>(label.size()));
+  for (double v : values) {
+    AG_CHECK(std::isfinite(v) && v >= 0, "bar_chart: the value {} is not a finite non-negative number", v);
+    largest = std::max(largest, v);
+  }
+  const double width = 640, left = std::max(110.0, 24 + 7 * longest), top = 44, row = 22, bar_room = width - left - 90;
+  std::string svg = header(width, top + row * static_cast<double>(labels.size()) + 16);
+  svg += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n", width / 2,
+                     escape(title));
+  for (size_t k = 0; k < labels.size(); ++k) {
+    const double y = top + row * static_cast<double>(k), length = largest > 0 ? values[k] / largest * bar_room : 0;
+    svg +=
+        fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 8, y + 15, escape(labels[k]));
+    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n", left, y + 3,
+                       length, row - 6, kPalette[0]);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", left + length + 6, y + 15,
+                       escape(fmt::format(fmt::runtime(value_format), values[k])));
+  }
+  return svg + "</svg>\n";
+}
+
+std::string stack(const std::vector<std::string>& documents) {
+  // Each document starts with header()'s tag, which holds its size.
+  const auto attribute = [](const std::string& document, const std::string& name) {
+    const std::string key = " " + name + "=\"";
+    const size_t at = document.find(key), end = document.find('>');
+    AG_CHECK(document.starts_with("<svg ") && at < end, "stack: a document without the {} of its <svg> tag", name);
+    return std::stod(document.substr(at + key.size()));
+  };
+  double width = 0, height = 0;
+  std::string body;
+  for (const std::string& document : documents) {
+    body += fmt::format("<svg x=\"0\" y=\"{}\"", height) + document.substr(4);
+    width = std::max(width, attribute(document, "width"));
+    height += attribute(document, "height");
+  }
+  return header(width, height) + body + "</svg>\n";
 }
 
 }  // namespace ag::plot

@@ -21,6 +21,14 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
 std::string heatmap(const std::string& title, const std::vector<std::string>& row_labels,
                     const std::vector<std::string>& column_labels, const std::vector<double>& values);
 
+// Horizontal bars, one per label, each with its value printed at its end (`value_format`, a fmt
+// format for one double, e.g. "{:.0f}"); values must be finite and non-negative.
+std::string bar_chart(const std::string& title, const std::vector<std::string>& labels,
+                      const std::vector<double>& values, const std::string& value_format = "{:.4g}");
+
+// Documents made by the functions above, one below the other in one document (as nested <svg>s).
+std::string stack(const std::vector<std::string>& documents);
+
 // The opening <svg> tag of a width × height document on a white background (close with </svg>).
 std::string header(double width, double height);
 

@@ -46,8 +46,12 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
 
 const std::map<std::string, std::string>& settings_named_otherwise() {
   static const std::map<std::string, std::string> flags = {
-      {"n_layer", "--layers"},  {"n_head", "--heads"},    {"n_embd", "--width"},      {"model", "--model or --heads"},
-      {"vocab_size", "--data"}, {"data_chars", "--data"}, {"tokenizer", "--dataset"}, {"embedding_std", "--dataset"}};
+      {"n_layer", "--layers"},    {"n_head", "--heads"},
+      {"n_embd", "--width"},      {"model", "--model or --heads"},
+      {"vocab_size", "--data"},   {"data_chars", "--data"},
+      {"tokenizer", "--dataset"}, {"embedding_std", "--dataset"},
+      {"source_vocab", "--data"}, {"target_vocab", "--data or --stress"},
+      {"data_words", "--data"}};
   return flags;
 }
 

@@ -147,7 +147,8 @@ const std::map<std::string, Call>& calls() {
        }},
       {"cross_entropy",
        [](const Inputs& in, const json& a) {
-         return cross_entropy(in[0], in[1], a["ignore_index"], reduction(a["reduction"]));
+         return cross_entropy(in[0], in[1], a["ignore_index"], reduction(a["reduction"]),
+                              a.value("label_smoothing", 0.0));
        }},
       {"sdpa", sdpa},
       {"dropout",

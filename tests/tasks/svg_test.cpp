@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "engine/error.h"
+
 namespace ag::plot {
 namespace {
 
@@ -33,6 +35,25 @@ TEST(Svg, HeatmapHasACellPerValue) {
   const std::string svg = heatmap("attention", {"a", "b"}, {"a", "b", "c"}, {0.1, 0.2, 0.7, 1, 0, 0});
   EXPECT_EQ(count(svg, "<rect x="), 6);
   EXPECT_NE(svg.find(">0.70<"), std::string::npos);
+}
+
+TEST(Svg, BarChartHasABarPerValue) {
+  const std::string svg = bar_chart("counts", {"a", "b<c"}, {2, 4}, "{:.0f}");
+  EXPECT_EQ(count(svg, "<rect x="), 2);
+  EXPECT_NE(svg.find(">b&lt;c<"), std::string::npos);
+  EXPECT_NE(svg.find(">4<"), std::string::npos);
+  EXPECT_THROW(bar_chart("bad", {"a"}, {-1}), ag::Error);
+  EXPECT_THROW(bar_chart("bad", {"a"}, {1, 2}), ag::Error);
+}
+
+TEST(Svg, StackPutsDocumentsOneBelowTheOther) {
+  const std::string top = header(100, 50) + "</svg>\n", bottom = header(300, 70) + "</svg>\n";
+  const std::string svg = stack({top, bottom});
+  EXPECT_EQ(svg.rfind(header(300, 120), 0), 0u);
+  EXPECT_NE(svg.find("<svg x=\"0\" y=\"0\" xmlns"), std::string::npos);
+  EXPECT_NE(svg.find("<svg x=\"0\" y=\"50\" xmlns"), std::string::npos);
+  EXPECT_EQ(count(svg, "</svg>"), 3);
+  EXPECT_THROW(stack({"<g/>"}), ag::Error);
 }
 
 TEST(Svg, TicksAreRound) {

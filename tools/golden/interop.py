@@ -26,6 +26,7 @@ from transformer import SquaresTransformer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "peer"))
 from charlm_torch import CharGPT, window_loss  # noqa: E402
+from g2p_torch import G2PTransformer, greedy, pad_rows  # noqa: E402
 
 FORMAT, FORMAT_VERSION = "attograd-checkpoint", "1"
 CONFIGS = {
@@ -165,6 +166,67 @@ def check_charlm_run(folder):
     return ok
 
 
+def g2p_model(config):
+    return G2PTransformer(config["source_vocab"], config["target_vocab"], config["d_model"], config["heads"],
+                          config["enc_layers"], config["dec_layers"], config["ff"], config["dropout"],
+                          max_len=config["max_len"])
+
+
+def g2p_greedy(model, metadata, words):
+    """The peer's greedy decoding of `words`, as `attograd predict g2p` prints it: word TAB phonemes."""
+    source, target = json.loads(metadata["source_symbols"]), json.loads(metadata["target_symbols"])
+    model.eval()
+    lines = []
+    with torch.no_grad():
+        for w in words:
+            src = pad_rows([[source.index(c) for c in w]])
+            out = greedy(model, src, torch.tensor([len(w) + 10]))[0]
+            lines.append(f"{w}\t{' '.join(target[i] for i in out)}")
+    return lines
+
+
+def check_g2p_run(folder):
+    """`attograd train g2p`'s best.safetensors in the peer's G2PTransformer (strict load): the peer's
+    greedy decoding of every word must equal what `attograd predict g2p` printed. Then PyTorch trains
+    the model 20 more Adam steps and saves it as an attograd checkpoint, with its own predictions,
+    for `attograd predict g2p` to reproduce (interop.sh compares them)."""
+    tensors, metadata = load(f"{folder}/best.safetensors")
+    config = json.loads(metadata["config"])
+    model = g2p_model(config)
+    model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("optimizer.")}, strict=True)
+    expected = open(f"{folder}/predictions.tsv", encoding="utf-8").read().splitlines()
+    words = [line.split("\t")[0] for line in expected]
+    ours = g2p_greedy(model, metadata, words)
+    same = sum(a == b for a, b in zip(ours, expected))
+    ok = same == len(expected) and len(expected) > 0
+    print(f"{'OK' if ok else 'NOT OK'} attograd → PyTorch train g2p checkpoint: {same} of {len(expected)} words "
+          f"decoded alike")
+    # PyTorch's turn: more training, then an attograd checkpoint of its own.
+    torch.manual_seed(7)
+    source, target = json.loads(metadata["source_symbols"]), json.loads(metadata["target_symbols"])
+    pairs = [line.split("\t") for line in open(f"{folder}/../g2p_pairs.tsv", encoding="utf-8").read().splitlines()]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+    for step in range(20):
+        batch = pairs[(step * 32) % len(pairs):][:32]
+        src = pad_rows([[source.index(c) for c in w] for w, _ in batch])
+        tgt = [[target.index(p) for p in ph.split()] for _, ph in batch]
+        tin, tout = pad_rows([[1] + t for t in tgt]), pad_rows([t + [2] for t in tgt])
+        logits = model(src, tin)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), tout.reshape(-1), ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": metadata["config"],
+            "source_symbols": metadata["source_symbols"], "target_symbols": metadata["target_symbols"],
+            "writer": "tools/golden/interop.py"}
+    save(f"{folder}/pytorch_g2p.safetensors", model.state_dict(), meta)
+    with open(f"{folder}/pytorch_predictions.tsv", "w", encoding="utf-8") as f:
+        f.write("\n".join(g2p_greedy(model, metadata, words)) + "\n")
+    print("wrote g2p/pytorch_g2p.safetensors and its predictions")
+    return ok
+
+
 def make_inputs(name):
     if name == "mlp":
         return {"x": torch.randn(5, 4)}
@@ -197,6 +259,7 @@ def main():
     squares = sorted(glob.glob(f"{directory}/squares_*"))
     ok = all([check_squares_checkpoint(folder) for folder in squares]) and ok
     ok = all([check_charlm_run(folder) for folder in sorted(glob.glob(f"{directory}/charlm"))]) and ok
+    ok = all([check_g2p_run(folder) for folder in sorted(glob.glob(f"{directory}/g2p"))]) and ok
     for name in CONFIGS:
         write_pytorch_checkpoint(directory, name)
     sys.exit(0 if ok else 1)

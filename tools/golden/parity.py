@@ -403,6 +403,10 @@ def loss_family():
             case(op, "cross_entropy", [logits, t],
                  lambda x, t, r=r, i=ignore: F.cross_entropy(x, t, ignore_index=i, reduction=r),
                  dict(reduction=r, ignore_index=ignore))
+            if ignore == -100:  # PyTorch's label smoothing (0.1, as the registry entry)
+                case("cross_entropy_label_smoothing" + suffix, "cross_entropy", [logits, t],
+                     lambda x, t, r=r: F.cross_entropy(x, t, reduction=r, label_smoothing=0.1),
+                     dict(reduction=r, ignore_index=-100, label_smoothing=0.1))
     x = torch.tensor([[1e300, 1e300, 0.0], [1e12, 1e12 - 1, 1e12 - 2]], dtype=torch.float64)
     case("cross_entropy_none", "cross_entropy", [x, torch.tensor([0, 0])],
          lambda x, t: F.cross_entropy(x, t, reduction="none"), dict(reduction="none", ignore_index=-100))

@@ -1,0 +1,33 @@
+// Decoding a batch of words: greedy, or beam search length-normalised as the peer's. The encoder
+// runs once per batch; with a cache (the default) the decoder runs one new position per step
+// (nn::DecoderCache), and rows whose word is finished leave the batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tasks/g2p/metrics.h"
+#include "tasks/g2p/model.h"
+
+namespace ag::g2p {
+
+struct DecodeOptions {
+  int64_t beam = 1;          // 1: greedy
+  int64_t max_extra = 10;    // at most (source length + max_extra) output tokens
+  bool use_cache = true;     // false: re-run the decoder over the whole prefix each step (the reference)
+  bool beam_search = false;  // run the beam search even at beam 1 (which must then equal greedy)
+};
+
+// The output ids of each source (ids without padding), <eos> and what follows left out.
+std::vector<Ids> decode_batch(G2PTransformer& model, const std::vector<Ids>& sources, const DecodeOptions& options);
+
+// Every source, in batches of at most batch_size sorted by (length, ids) so a batch pads little;
+// the results in the sources' order. `done` (if set) hears how many are decoded so far.
+std::vector<Ids> decode_all(G2PTransformer& model, const std::vector<Ids>& sources, const DecodeOptions& options,
+                            int64_t batch_size, const std::function<void(int64_t)>& done = {});
+
+// The last decoder layer's cross-attention (mean over heads) while the model reads `output` after
+// `source` (teacher forcing in eval mode): rows = output tokens, columns = source tokens.
+std::vector<std::vector<double>> cross_attention(G2PTransformer& model, const Ids& source, const Ids& output);
+
+}  // namespace ag::g2p

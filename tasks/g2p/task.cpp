@@ -1,0 +1,465 @@
+#include "tasks/g2p/task.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <numeric>
+
+#include "engine/autograd.h"
+#include "engine/json.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/shape.h"
+#include "engine/safetensors.h"
+#include "nn/checkpoint.h"
+#include "nn/optim.h"
+#include "tasks/common/corpus.h"
+#include "tasks/common/text.h"
+#include "tasks/g2p/data.h"
+#include "tasks/g2p/decode.h"
+#include "tasks/g2p/metrics.h"
+#include "tasks/g2p/report.h"
+
+namespace ag::g2p {
+
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+
+// A lexicon as the run reads it: CMUdict from the data cache, or the user's pairs.
+Lexicon load_lexicon(const std::string& data, bool stress) {
+  return data.empty() ? read_cmudict(tasks::corpus_path("cmudict/index.js"), stress) : read_pairs(data);
+}
+
+// The words of one split as ids, each with its references (every pronunciation, file order).
+struct EvalSet {
+  std::vector<std::string> words;
+  std::vector<Ids> sources;
+  std::vector<std::vector<Ids>> references;
+};
+
+EvalSet eval_set(const Lexicon& lexicon, Split split, const Symbols& source, const Symbols& target, int64_t limit) {
+  std::vector<int64_t> indices = words_in(lexicon, split);
+  if (limit > 0 && limit < static_cast<int64_t>(indices.size())) {  // the peer's evenly spaced subset
+    std::vector<int64_t> subset;
+    const double step = static_cast<double>(indices.size()) / static_cast<double>(limit);
+    for (int64_t i = 0; i < limit; ++i) subset.push_back(indices[static_cast<size_t>(static_cast<double>(i) * step)]);
+    indices = std::move(subset);
+  }
+  EvalSet set;
+  for (const int64_t i : indices) {
+    const std::string& word = lexicon.words[static_cast<size_t>(i)];
+    set.words.push_back(word);
+    set.sources.push_back(source.encode_word(word, lexicon.path));
+    std::vector<Ids> refs;
+    for (const Pronunciation& p : lexicon.prons[static_cast<size_t>(i)])
+      refs.push_back(target.encode_phonemes(p, lexicon.path));
+    set.references.push_back(std::move(refs));
+  }
+  return set;
+}
+
+// Rows of ids padded with kPad to the longest, each with `before` / `after` added → (N, L) i64.
+Tensor pad_rows(const std::vector<const Ids*>& rows, std::optional<int64_t> before, std::optional<int64_t> after) {
+  const auto extra = static_cast<size_t>(before.has_value()) + static_cast<size_t>(after.has_value());
+  size_t width = 0;
+  for (const Ids* r : rows) width = std::max(width, r->size() + extra);
+  Tensor out = zeros({static_cast<int64_t>(rows.size()), static_cast<int64_t>(width)}, DType::i64);
+  int64_t* p = out.data<int64_t>();
+  for (const Ids* r : rows) {
+    int64_t* q = p;
+    if (before) *q++ = *before;
+    q = std::copy(r->begin(), r->end(), q);
+    if (after) *q = *after;
+    p += width;
+  }
+  return out;
+}
+
+struct Pair {
+  Ids source, target;
+};
+
+// The training pairs of the train split (a share of them for smoke runs, drawn from the seed).
+std::vector<Pair> training_pairs(const Lexicon& lexicon, const Symbols& source, const Symbols& target, double fraction,
+                                 uint64_t seed) {
+  std::vector<Pair> pairs;
+  for (const int64_t i : words_in(lexicon, Split::train))
+    for (const Pronunciation& p : lexicon.prons[static_cast<size_t>(i)])
+      pairs.push_back({source.encode_word(lexicon.words[static_cast<size_t>(i)], lexicon.path),
+                       target.encode_phonemes(p, lexicon.path)});
+  if (fraction >= 1.0) return pairs;
+  std::vector<int64_t> order(pairs.size());
+  std::iota(order.begin(), order.end(), 0);
+  Generator gen(seed);
+  shuffle(order, gen);
+  order.resize(static_cast<size_t>(std::llround(fraction * static_cast<double>(pairs.size()))));
+  std::sort(order.begin(), order.end());
+  std::vector<Pair> kept;
+  for (const int64_t i : order) kept.push_back(std::move(pairs[static_cast<size_t>(i)]));
+  return kept;
+}
+
+class G2PTask : public nn::TrainTask {
+ public:
+  G2PTask(G2PTransformer& model, std::vector<Pair> pairs, EvalSet validation, const G2POptions& options)
+      : model_(model), pairs_(std::move(pairs)), validation_(std::move(validation)), options_(options) {}
+
+  int64_t train_size() const override { return static_cast<int64_t>(pairs_.size()); }
+
+  // The peer's batching: the shuffled pairs stable-sorted by (source length, target length), cut
+  // into batches, the batches' order shuffled.
+  std::vector<std::vector<int64_t>> batches(const std::vector<int64_t>& shuffled, int64_t batch_size,
+                                            Generator& shuffle_gen) override {
+    std::vector<int64_t> order = shuffled;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const Pair& x = pairs_[static_cast<size_t>(a)];
+      const Pair& y = pairs_[static_cast<size_t>(b)];
+      return std::pair(x.source.size(), x.target.size()) < std::pair(y.source.size(), y.target.size());
+    });
+    std::vector<std::vector<int64_t>> out = TrainTask::batches(order, batch_size, shuffle_gen);
+    shuffle(out, shuffle_gen);
+    return out;
+  }
+
+  Tensor loss(const std::vector<int64_t>& batch) override {
+    std::vector<const Ids*> sources, targets;
+    for (const int64_t i : batch) {
+      const Pair& pair = pairs_[static_cast<size_t>(i)];
+      sources.push_back(&pair.source);
+      targets.push_back(&pair.target);
+      tokens_ += static_cast<int64_t>(pair.source.size() + pair.target.size()) + 1;  // + <eos>
+    }
+    const Tensor source = pad_rows(sources, std::nullopt, std::nullopt);  // (B, S)
+    const Tensor target_in = pad_rows(targets, kBos, std::nullopt);       // (B, T + 1): <bos> p1 … pn
+    const Tensor target_out = pad_rows(targets, std::nullopt, kEos);      // (B, T + 1): p1 … pn <eos>
+    const Tensor logits = model_.forward(source, target_in);              // (B, T + 1, V)
+    Tensor loss = cross_entropy(reshape(logits, {-1, model_.config.target_vocab}), reshape(target_out, {-1}), kPad,
+                                Reduction::mean, options_.label_smoothing);
+    return loss;
+  }
+
+  // Greedy decoding of this rank's share of the validation words: PER and WER (as sums the Trainer
+  // adds up over the ranks).
+  nn::MetricSums evaluate(const nn::dist::Shard& shard) override {
+    const auto n = static_cast<int64_t>(validation_.words.size());
+    const std::vector<Ids> sources(validation_.sources.begin() + shard.begin(n),
+                                   validation_.sources.begin() + shard.end(n));
+    const std::vector<std::vector<Ids>> references(validation_.references.begin() + shard.begin(n),
+                                                   validation_.references.begin() + shard.end(n));
+    const std::vector<Ids> predictions =
+        decode_all(model_, sources, {.max_extra = options_.max_extra}, options_.eval_batch_size);
+    const ErrorRates rates = score(predictions, references);
+    nn::MetricSums sums = {
+        {"val_per", {100.0 * static_cast<double>(rates.edits), static_cast<double>(rates.ref_length)}},
+        {"val_wer", {100.0 * static_cast<double>(rates.wrong), static_cast<double>(rates.words)}}};
+    return sums;
+  }
+
+  nn::BestEpochRule best_epoch_rule() const override { return {.metric = "val_wer", .higher_is_better = false}; }
+
+  int64_t tokens() const { return tokens_; }  // source characters + target tokens trained on so far
+
+ private:
+  G2PTransformer& model_;
+  std::vector<Pair> pairs_;
+  EvalSet validation_;
+  const G2POptions& options_;
+  int64_t tokens_ = 0;
+};
+
+nlohmann::json model_json(const ModelConfig& c) {
+  return {{"source_vocab", c.source_vocab},
+          {"target_vocab", c.target_vocab},
+          {"d_model", c.d_model},
+          {"heads", c.heads},
+          {"enc_layers", c.encoder_layers},
+          {"dec_layers", c.decoder_layers},
+          {"ff", c.feed_forward},
+          {"dropout", c.dropout},
+          {"max_len", c.max_len}};
+}
+
+ModelConfig model_config_of(const nlohmann::json& config, const std::string& source) {
+  try {
+    return {.source_vocab = config.at("source_vocab").get<int64_t>(),
+            .target_vocab = config.at("target_vocab").get<int64_t>(),
+            .d_model = config.at("d_model").get<int64_t>(),
+            .heads = config.at("heads").get<int64_t>(),
+            .encoder_layers = config.at("enc_layers").get<int64_t>(),
+            .decoder_layers = config.at("dec_layers").get<int64_t>(),
+            .feed_forward = config.at("ff").get<int64_t>(),
+            .dropout = config.at("dropout").get<double>(),
+            .max_len = config.at("max_len").get<int64_t>()};
+  } catch (const nlohmann::json::exception& e) {
+    fail(
+        "{}: the checkpoint's config lacks a model size or has one of the wrong type ({}); expected source_vocab, "
+        "target_vocab, d_model, heads, enc_layers, dec_layers, ff, dropout, max_len",
+        source, e.what());
+  }
+}
+
+std::string task_settings(const G2POptions& o, const ModelConfig& model, const Lexicon& lexicon) {
+  // data_words: a resume refuses data that changed since the run began.
+  nlohmann::json settings = model_json(model);
+  settings.update({{"task", "g2p"},
+                   {"model", "transformer"},
+                   {"preset", o.preset},
+                   {"data", o.data},  // "": CMUdict from the data cache
+                   {"data_words", lexicon.words.size()},
+                   {"stress", o.stress},
+                   {"min_lr", o.min_lr},
+                   {"warmup_frac", o.warmup_frac},
+                   {"label_smoothing", o.label_smoothing},
+                   {"clip", o.clip},
+                   {"max_extra", o.max_extra},
+                   {"train_fraction", o.train_fraction},
+                   {"eval_limit", o.eval_limit},
+                   {"optimizer", "Adam"}});
+  return settings.dump();
+}
+
+// A trained model and what it needs to read words: the checkpoint's config and symbols.
+struct Trained {
+  std::unique_ptr<G2PTransformer> model;
+  Symbols source, target;
+  nlohmann::json config;
+};
+
+Trained load_trained(const std::string& path) {
+  const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
+  nlohmann::json config = parse_json(checkpoint.config(), path);
+  AG_CHECK(config.value("task", "") == "g2p", "{}: a checkpoint of task '{}', expected 'g2p'", path,
+           config.value("task", "?"));
+  for (const char* key : {"source_symbols", "target_symbols"})
+    AG_CHECK(checkpoint.metadata.count(key), "{}: the checkpoint has no {}", path, key);
+  Symbols source = Symbols::from_json(checkpoint.metadata.at("source_symbols"), path);
+  Symbols target = Symbols::from_json(checkpoint.metadata.at("target_symbols"), path);
+  const ModelConfig model_config = model_config_of(config, path);
+  AG_CHECK(model_config.source_vocab == source.size() && model_config.target_vocab == target.size(),
+           "{}: the config's vocabularies ({}, {}) differ from the symbols it stores ({}, {})", path,
+           model_config.source_vocab, model_config.target_vocab, source.size(), target.size());
+  auto model = nn::build_from_config(checkpoint, path, [&] { return std::make_unique<G2PTransformer>(model_config); });
+  nn::load(path, *model);
+  model->eval();
+  return {std::move(model), std::move(source), std::move(target), std::move(config)};
+}
+
+struct Decoded {
+  std::vector<Ids> predictions;
+  double seconds = 0;
+  double words_per_second() const { return seconds > 0 ? static_cast<double>(predictions.size()) / seconds : 0; }
+};
+
+Decoded decode_timed(G2PTransformer& model, const std::vector<Ids>& sources, int64_t beam, int64_t max_extra,
+                     int64_t batch_size) {
+  const auto start = std::chrono::steady_clock::now();
+  Decoded d{decode_all(model, sources, {.beam = beam, .max_extra = max_extra}, batch_size)};
+  d.seconds = Seconds(std::chrono::steady_clock::now() - start).count();
+  return d;
+}
+
+void print_rates(const std::string& what, const ErrorRates& rates, const Decoded& decoded) {
+  fmt::print(
+      "{}: PER {:.2f}%  WER {:.2f}% on {} words ({} wrong, {} edits over {} phonemes); decoded in {:.2f} s = "
+      "{:.0f} words/s\n",
+      what, rates.per(), rates.wer(), rates.words, rates.wrong, rates.edits, rates.ref_length, decoded.seconds,
+      decoded.words_per_second());
+}
+
+void print_confusions(const std::vector<Ids>& predictions, const std::vector<std::vector<Ids>>& references,
+                      const Symbols& target, int64_t top) {
+  const std::vector<Confusion> confusions = top_confusions(predictions, references, target, top);
+  if (confusions.empty()) return;
+  fmt::print("most frequent confusions (reference → predicted, ∅ = nothing):\n");
+  for (const Confusion& c : confusions) fmt::print("  {:>4} → {:<4} {:6}\n", c.reference, c.predicted, c.count);
+}
+
+// The report's pictures: error rates by word length, the confusions, a few test words' alignments.
+void write_report(const std::string& path, const std::string& title, G2PTransformer& model, const EvalSet& test,
+                  const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target) {
+  ReportData data;
+  data.title = title;
+  std::vector<int64_t> lengths;
+  for (const Ids& s : test.sources) lengths.push_back(static_cast<int64_t>(s.size()));
+  data.by_length = rates_by_length(predictions, test.references, lengths);
+  data.confusions = top_confusions(predictions, test.references, target, 12);
+  for (size_t k = 0; k < 4 && k < test.words.size(); ++k) {
+    const size_t i = (k * 2 + 1) * test.words.size() / 9;  // a few words spread over the (sorted) split
+    Alignment a;
+    for (const int64_t id : test.sources[i]) a.letters.push_back(source.symbol(id));
+    for (const int64_t id : predictions[i]) a.phonemes.push_back(target.symbol(id));
+    for (const std::vector<double>& row : cross_attention(model, test.sources[i], predictions[i]))
+      a.weights.insert(a.weights.end(), row.begin(), row.end());
+    data.alignments.push_back(std::move(a));
+  }
+  write_file_atomically(path, report_svg(data));
+}
+
+void print_table(const std::vector<nn::EpochRecord>& history) {
+  fmt::print("{:>5} {:>10} {:>9} {:>9}\n", "epoch", "train_loss", "val_PER%", "val_WER%");
+  for (const nn::EpochRecord& r : history)
+    fmt::print("{:5} {:10.4f} {:9.3f} {:9.3f}\n", r.epoch, r.train_loss, r.metrics.at("val_per"),
+               r.metrics.at("val_wer"));
+}
+
+}  // namespace
+
+double learning_rate(int64_t step, int64_t total_steps, double lr, double min_lr, double warmup_frac) {
+  const int64_t warmup = std::max<int64_t>(1, std::llround(warmup_frac * static_cast<double>(total_steps)));
+  if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  const double progress = std::min(
+      1.0, static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total_steps - 1 - warmup)));
+  return min_lr + (lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+int train(const G2POptions& options) {
+  const Lexicon lexicon = load_lexicon(options.data, options.stress);
+  for (const std::string& line : lexicon.summary) fmt::print("data: {}\n", line);
+  const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
+  fmt::print("vocab: source {} symbols, target {} ({} phonemes)\n", source.size(), target.size(), target.size() - 3);
+  for (const Split split : {Split::train, Split::val, Split::test}) {
+    int64_t pairs = 0;
+    const std::vector<int64_t> words = words_in(lexicon, split);
+    for (const int64_t i : words) pairs += static_cast<int64_t>(lexicon.prons[static_cast<size_t>(i)].size());
+    fmt::print("split: {:5} {:6} words {:6} pairs\n", split_name(split), words.size(), pairs);
+  }
+  std::vector<Pair> pairs = training_pairs(lexicon, source, target, options.train_fraction, options.training.seed);
+  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
+           lexicon.path, lexicon.words.size());
+  EvalSet validation = eval_set(lexicon, Split::val, source, target, options.eval_limit);
+  const EvalSet test = eval_set(lexicon, Split::test, source, target, options.eval_limit);
+  AG_CHECK(!validation.words.empty() && !test.words.empty(),
+           "{}: the validation or test split is empty ({} and {} words); the hash split needs more words", lexicon.path,
+           validation.words.size(), test.words.size());
+
+  ModelConfig config = options.model;
+  config.source_vocab = source.size();
+  config.target_vocab = target.size();
+  manual_seed(options.training.seed);
+  G2PTransformer model(config);
+  nn::Adam optimizer(model.parameters(), {.lr = options.training.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
+  const int64_t n_pairs = static_cast<int64_t>(pairs.size());
+  const int64_t batches_per_epoch = (n_pairs + options.training.batch_size - 1) / options.training.batch_size;
+  const int64_t total_steps = options.training.epochs * batches_per_epoch;
+  fmt::print("model: preset {}, d_model {}, {} heads, {} + {} layers, ff {}, dropout {}: {} parameters\n",
+             options.preset, config.d_model, config.heads, config.encoder_layers, config.decoder_layers,
+             config.feed_forward, config.dropout, model.num_parameters());
+  fmt::print(
+      "train: {} pairs, batch {}, {} batches/epoch, {} epochs, {} steps, lr {} → {} cosine after {:.0f}% "
+      "warm-up, label smoothing {}, clip {}, seed {}\n",
+      n_pairs, options.training.batch_size, batches_per_epoch, options.training.epochs, total_steps,
+      options.training.lr, options.min_lr, 100 * options.warmup_frac, options.label_smoothing, options.clip,
+      options.training.seed);
+
+  G2PTask task(model, std::move(pairs), std::move(validation), options);
+  std::vector<double> step_seconds;
+  const std::vector<nn::EpochRecord> history = tasks::run_training(
+      model, optimizer, task, options.training,
+      tasks::config_json(options.training, task_settings(options, config, lexicon)),
+      {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}},
+      [&](nn::TrainerOptions& t) {
+        t.lr_schedule = [&options, total_steps](int64_t step) {
+          return learning_rate(step, total_steps, options.training.lr, options.min_lr, options.warmup_frac);
+        };
+        t.clip_grad_norm = options.clip;
+        t.tokens_per_step = options.training.batch_size;
+        t.rate_unit = "words";
+      },
+      &step_seconds);
+  print_table(history);
+  const double train_seconds = std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0);
+  if (train_seconds > 0)
+    fmt::print("training: {} tokens (source characters + target tokens) in {:.1f} s of steps = {:.0f} tokens/s\n",
+               task.tokens(), train_seconds, static_cast<double>(task.tokens()) / train_seconds);
+
+  // The test set, with the epoch of the best validation WER.
+  const std::string best = options.training.out + "/best.safetensors";
+  const nn::Checkpoint loaded = nn::load(best, model);
+  model.eval();
+  fmt::print("best epoch {} (lowest validation WER) -> {}\n",
+             loaded.metadata.count("epoch") ? loaded.metadata.at("epoch") : "?", best);
+  const Decoded greedy = decode_timed(model, test.sources, 1, options.max_extra, options.eval_batch_size);
+  print_rates("test (greedy)", score(greedy.predictions, test.references), greedy);
+  const Decoded* reported = &greedy;
+  Decoded beam;
+  if (options.beam > 1) {
+    beam = decode_timed(model, test.sources, options.beam, options.max_extra, options.eval_batch_size);
+    print_rates(fmt::format("test (beam {})", options.beam), score(beam.predictions, test.references), beam);
+    reported = &beam;
+  }
+  print_confusions(reported->predictions, test.references, target, 10);
+  fmt::print("a few test words:\n");
+  for (size_t k = 0; k < 8 && k < test.words.size(); ++k) {
+    const size_t i = k * test.words.size() / 8;
+    const WordScore s = nearest(reported->predictions[i], test.references[i]);
+    fmt::print("  {:<16} {:<28} {}\n", test.words[i], target.decode(reported->predictions[i], " "),
+               s.edits == 0 ? "right" : "reference " + target.decode(test.references[i][s.ref_index], " "));
+  }
+  if (options.report) {
+    write_report(options.training.out + "/report.svg",
+                 fmt::format("g2p {}, best epoch, test ({})", options.preset,
+                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                 model, test, reported->predictions, source, target);
+    fmt::print("wrote {}/report.svg\n", options.training.out);
+  }
+  return 0;
+}
+
+int eval(const EvalOptions& options) {
+  if (!options.report.empty())
+    tasks::check_not_an_input(options.report, "--report", {options.checkpoint, options.data});
+  Trained trained = load_trained(options.checkpoint);
+  AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
+           "eval g2p: --split must be test, val or train, got '{}'", options.split);
+  const std::string data = options.data.empty() ? trained.config.value("data", "") : options.data;
+  const Lexicon lexicon = load_lexicon(data, trained.config.value("stress", false));
+  const Split split = options.split == "test" ? Split::test : options.split == "val" ? Split::val : Split::train;
+  const EvalSet set = eval_set(lexicon, split, trained.source, trained.target, 0);
+  AG_CHECK(!set.words.empty(), "{}: its {} split is empty", lexicon.path, options.split);
+  const Decoded decoded = decode_timed(*trained.model, set.sources, options.beam, trained.config.value("max_extra", 10),
+                                       options.eval_batch_size);
+  print_rates(fmt::format("{} ({})", options.split, options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+              score(decoded.predictions, set.references), decoded);
+  print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
+  if (!options.report.empty()) {
+    write_report(options.report,
+                 fmt::format("{}, {} ({})", options.checkpoint, options.split,
+                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                 *trained.model, set, decoded.predictions, trained.source, trained.target);
+    fmt::print("wrote {}\n", options.report);
+  }
+  return 0;
+}
+
+int predict(const PredictOptions& options) {
+  Trained trained = load_trained(options.checkpoint);
+  std::vector<std::string> words = options.words;
+  if (!options.file.empty()) {
+    const std::string text = tasks::read_text_file(options.file);
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      std::string word = text.substr(start, end - start);
+      if (!word.empty() && word.back() == '\r') word.pop_back();
+      if (!word.empty()) words.push_back(word);
+      start = end + 1;
+    }
+  }
+  AG_CHECK(!words.empty(), "predict g2p: no words given; expected WORD... or --file FILE (one word per line)");
+  std::vector<Ids> sources;
+  for (const std::string& word : words) sources.push_back(trained.source.encode_word(word, "predict g2p"));
+  const std::vector<Ids> predictions = decode_all(
+      *trained.model, sources, {.beam = options.beam, .max_extra = trained.config.value("max_extra", 10)}, 512);
+  for (size_t i = 0; i < words.size(); ++i)
+    fmt::print("{}\t{}\n", words[i], trained.target.decode(predictions[i], " "));
+  return 0;
+}
+
+}  // namespace ag::g2p

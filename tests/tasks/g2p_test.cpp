@@ -1,0 +1,195 @@
+// The G2P task's model, decoding and schedule (the data and metrics: g2p_data_test.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+
+#include "engine/autograd.h"
+#include "engine/ops/shape.h"
+#include "engine/threads.h"
+#include "tasks/g2p/data.h"
+#include "tasks/g2p/decode.h"
+#include "tasks/g2p/metrics.h"
+#include "tasks/g2p/model.h"
+#include "tasks/g2p/task.h"
+#include "tests/test_util.h"
+
+namespace ag::g2p {
+namespace {
+
+Tensor ids(const Shape& shape, std::initializer_list<double> values) { return tensor(values, shape, DType::i64); }
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  EXPECT_EQ(x.size(), y.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+  return worst;
+}
+
+ModelConfig tiny_config() {
+  return {.source_vocab = 9,
+          .target_vocab = 12,
+          .d_model = 16,
+          .heads = 2,
+          .encoder_layers = 2,
+          .decoder_layers = 2,
+          .feed_forward = 32,
+          .dropout = 0.1,
+          .max_len = 64};
+}
+
+// Words of 1–7 symbols from 1..8, drawn from a seeded generator.
+std::vector<Ids> random_sources(int64_t count, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<Ids> sources;
+  for (int64_t i = 0; i < count; ++i) {
+    Ids word(static_cast<size_t>(gen.randint(1, 8)));
+    for (int64_t& id : word) id = gen.randint(1, 9);
+    sources.push_back(word);
+  }
+  return sources;
+}
+
+// Untrained weights decode to near-ties that any rounding could flip; sharpen them so decoding
+// has clear winners, as a trained model's.
+std::unique_ptr<G2PTransformer> sharpened_model(uint64_t seed) {
+  Generator gen(seed);
+  auto model = std::make_unique<G2PTransformer>(tiny_config(), gen);
+  NoGradGuard no_grad;
+  model->out->weight.mul_(8.0);
+  // As trained models never do, the untrained one would pick <pad> and <bos>, which greedy decoding
+  // takes (the peer's rule) and beam search never does.
+  model->out->bias.set({kPad}, -1e4);
+  model->out->bias.set({kBos}, -1e4);
+  model->eval();
+  return model;
+}
+
+TEST(G2PSchedule, WarmsUpLinearlyThenFollowsTheCosineToTheFloor) {
+  // The peer's cosine_lr with S = 100 steps, W = round(0.04 · 100) = 4.
+  EXPECT_DOUBLE_EQ(learning_rate(0, 100, 1e-3, 1e-5, 0.04), 1e-3 / 4);
+  EXPECT_DOUBLE_EQ(learning_rate(3, 100, 1e-3, 1e-5, 0.04), 1e-3);
+  EXPECT_DOUBLE_EQ(learning_rate(4, 100, 1e-3, 1e-5, 0.04), 1e-3);  // progress 0: the peak
+  const double middle = 1e-5 + (1e-3 - 1e-5) * 0.5 * (1 + std::cos(std::numbers::pi * 47.0 / 95.0));
+  EXPECT_DOUBLE_EQ(learning_rate(51, 100, 1e-3, 1e-5, 0.04), middle);
+  EXPECT_DOUBLE_EQ(learning_rate(99, 100, 1e-3, 1e-5, 0.04), 1e-5);  // the last step: the floor
+  EXPECT_DOUBLE_EQ(learning_rate(0, 10, 1e-3, 1e-5, 0.04), 1e-3);    // W = max(1, round(0.4)) = 1
+}
+
+TEST(G2PModel, PaddingChangesNoWordsLogits) {
+  // A word's logits alone and inside a padded batch with longer words: the key-padding masks of the
+  // encoder, the decoder's self-attention and the cross-attention hide every pad.
+  const auto owner = sharpened_model(3);
+  G2PTransformer& model = *owner;
+  NoGradGuard no_grad;
+  const Tensor alone = model.forward(ids({1, 3}, {4, 2, 7}), ids({1, 2}, {kBos, 5}));
+  const Tensor batch =
+      model.forward(ids({2, 5}, {4, 2, 7, 0, 0, 1, 3, 3, 8, 6}), ids({2, 4}, {kBos, 5, 0, 0, kBos, 4, 9, 10}));
+  const Tensor row = slice(slice(batch, 0, 0, 1), 1, 0, 2);  // (1, 2, V)
+  EXPECT_LT(max_abs_diff(alone, row), 1e-5);
+}
+
+TEST(G2PDecode, CachedDecodingEqualsRecomputationTokenForToken) {
+  const auto owner = sharpened_model(5);
+  G2PTransformer& model = *owner;
+  const std::vector<Ids> sources = random_sources(16, 11);
+  for (const int64_t beam : {1, 3}) {
+    const std::vector<Ids> cached = decode_batch(model, sources, {.beam = beam, .max_extra = 4});
+    const std::vector<Ids> recomputed =
+        decode_batch(model, sources, {.beam = beam, .max_extra = 4, .use_cache = false});
+    EXPECT_EQ(cached, recomputed) << "beam " << beam;
+    int64_t tokens = 0;
+    for (const Ids& ids : cached) tokens += static_cast<int64_t>(ids.size());
+    EXPECT_GT(tokens, 16) << "the outputs should not be all empty";
+  }
+}
+
+TEST(G2PDecode, BeamOfOneEqualsGreedy) {
+  const auto owner = sharpened_model(7);
+  G2PTransformer& model = *owner;
+  const std::vector<Ids> sources = random_sources(40, 13);
+  EXPECT_EQ(decode_batch(model, sources, {.beam = 1, .max_extra = 4, .beam_search = true}),
+            decode_batch(model, sources, {.beam = 1, .max_extra = 4}));
+}
+
+TEST(G2PDecode, BatchesAndOrderDoNotChangeTheResult) {
+  const auto owner = sharpened_model(9);
+  G2PTransformer& model = *owner;
+  const std::vector<Ids> sources = random_sources(30, 17);
+  std::vector<Ids> one_by_one;
+  for (const Ids& s : sources) one_by_one.push_back(decode_batch(model, {s}, {.max_extra = 4})[0]);
+  EXPECT_EQ(decode_all(model, sources, {.max_extra = 4}, 7), one_by_one);
+}
+
+TEST(G2PDecode, StopsAtTheLengthLimit) {
+  const auto owner = sharpened_model(9);
+  G2PTransformer& model = *owner;
+  for (const Ids& out : decode_batch(model, random_sources(30, 19), {.beam = 2, .max_extra = 0}))
+    EXPECT_LE(out.size(), 7u);
+  const std::vector<Ids> sources = random_sources(30, 19);
+  const std::vector<Ids> outputs = decode_batch(model, sources, {.max_extra = 2});
+  for (size_t i = 0; i < sources.size(); ++i) EXPECT_LE(outputs[i].size(), sources[i].size() + 2);
+}
+
+// A tiny model learns to spell 3–6 letter strings backwards (every string of a 4-letter alphabet:
+// 5,440; the hash split holds 10% out for test): the whole pipeline, from a TSV file to test WER.
+TEST(G2PTrain, ATinyModelLearnsToReverseStrings) {
+  const TempDir temp;
+  const std::string dir = static_cast<const std::filesystem::path&>(temp).string();
+  const std::string data = dir + "/reverse.tsv";
+  {
+    std::ofstream out(data);
+    const std::string letters = "abcd";
+    for (int length = 3; length <= 6; ++length) {
+      int64_t count = 1;
+      for (int i = 0; i < length; ++i) count *= 4;
+      for (int64_t code = 0; code < count; ++code) {
+        std::string word;
+        for (int64_t c = code, i = 0; i < length; ++i, c /= 4) word += letters[static_cast<size_t>(c % 4)];
+        out << word << '\t';
+        for (int i = length - 1; i >= 0; --i)
+          out << char(std::toupper(word[static_cast<size_t>(i)])) << (i ? " " : "\n");
+      }
+    }
+  }
+  G2POptions options;
+  options.data = data;
+  options.training.out = dir + "/run";
+  options.training.epochs = 20;
+  options.training.batch_size = 64;
+  options.training.lr = 3e-3;
+  options.training.quiet = true;
+  options.model = {
+      .d_model = 32, .heads = 2, .encoder_layers = 1, .decoder_layers = 1, .feed_forward = 64, .dropout = 0.0};
+  options.warmup_frac = 0.05;
+  options.report = false;
+  const int threads = get_num_threads();
+  set_num_threads(1);  // ctest runs two suites at once: one thread each is faster than four on two cores
+  const int status = train(options);
+  set_num_threads(threads);
+  ASSERT_EQ(status, 0);
+  // The best epoch's validation WER, as the Trainer recorded it.
+  std::ifstream metrics(options.training.out + "/metrics.csv");
+  std::string header, line, last;
+  std::getline(metrics, header);
+  double best_wer = 100;
+  const auto column = [&](const std::string& name) {
+    size_t index = 0, start = 0;
+    for (size_t end; (end = header.find(',', start)) != std::string::npos; start = end + 1, ++index)
+      if (header.substr(start, end - start) == name) return index;
+    return index;
+  };
+  const size_t wer = column("val_wer");
+  while (std::getline(metrics, line)) {
+    size_t start = 0;
+    for (size_t i = 0; i < wer; ++i) start = line.find(',', start) + 1;
+    best_wer = std::min(best_wer, std::stod(line.substr(start)));
+  }
+  EXPECT_EQ(best_wer, 0.0) << "the model should reverse every validation string";
+}
+
+}  // namespace
+}  // namespace ag::g2p

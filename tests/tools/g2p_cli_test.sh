@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The real `attograd train g2p` / `eval g2p` / `predict g2p` programs on pairs made here (spelling
+# backwards): a short run writes its files, eval reproduces the last validation PER/WER and writes a
+# report, predict prints each word's phonemes, --resume continues byte-identically; bad input (a
+# line without a tab, an empty side, invalid UTF-8, an unknown character, a checkpoint of another
+# task, contradicting or bad flags) gives exit 1 or 2 with a message and writes nothing.
+set -u
+attograd="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/cli_check.sh"
+
+for w in cat dog bird fish horse mouse tiger zebra camel eagle lion wolf bear deer frog goat ox yak emu owl; do
+  for s in "" s er y ing; do echo "$w$s"; done
+done | awk '{ printf "%s\t", $0; n = split($0, c, ""); for (i = n; i >= 1; i--) printf "%s%s", toupper(c[i]), (i > 1 ? " " : "\n") }' \
+  >"$work/pairs.tsv"
+base=("$attograd" --threads 1 train g2p --quiet --d-model 16 --enc-layers 1 --dec-layers 1 --ff 32 --batch-size 16
+  --lr 0.003)
+g2p=("${base[@]}" --heads 2 --data "$work/pairs.tsv")
+
+out="$work/run"
+check "train g2p" 0 "test (greedy): PER" -- "${g2p[@]}" --epochs 3 --out "$out"
+for file in config.json metrics.csv last.safetensors best.safetensors report.svg; do
+  expect "wrote $file" test -s "$out/$file"
+done
+expect "metrics.csv has the PER and WER columns" grep -q "^epoch,train_loss,val_per,val_wer$" "$out/metrics.csv"
+expect "a row per epoch" test "$(wc -l <"$out/metrics.csv")" -eq 4
+wer="$(tail -n 1 "$out/metrics.csv" | awk -F, '{printf "%.2f", $4}')"
+check "eval g2p reproduces the last validation WER" 0 "WER $wer%" -- \
+  "$attograd" --threads 1 eval g2p --checkpoint "$out/last.safetensors" --split val --report "$work/report.svg"
+expect "eval --report wrote the report" grep -q "<svg" "$work/report.svg"
+check "predict g2p" 0 "cat	" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" cat dogs
+check "predict g2p --beam" 0 "dogs	" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" --beam 3 cat dogs
+
+# SIGTERM during a run: exit 143, the step is saved, and --resume ends as an uninterrupted run.
+"${g2p[@]}" --epochs 40 --out "$work/straight" >/dev/null 2>&1
+signal_when_checkpointed TERM "$work/stopped" "$work/stopped.out" -- "${g2p[@]}" --epochs 40 --out "$work/stopped"
+expect "SIGTERM: exit 143" test "$status" -eq 143
+check "resume g2p" 0 "test (greedy)" -- "$attograd" --threads 1 train g2p --quiet --resume "$work/stopped"
+expect "resumed run: the same last checkpoint as the straight one" \
+  cmp -s "$work/straight/last.safetensors" "$work/stopped/last.safetensors"
+expect "resumed run: the same metrics" cmp -s "$work/straight/metrics.csv" "$work/stopped/metrics.csv"
+
+# Bad input: exit 1 (runtime) or 2 (usage), a message naming the problem, nothing written.
+printf 'cat\tT A C\ndog G O D\n' >"$work/no_tab.tsv"
+check "a line without a tab" 1 "no_tab.tsv:2" -- "${base[@]}" --heads 2 --data "$work/no_tab.tsv" --out "$work/bad1"
+printf 'cat\t\n' >"$work/empty_side.tsv"
+check "an empty target" 1 "empty_side.tsv:1" -- "${base[@]}" --heads 2 --data "$work/empty_side.tsv" --out "$work/bad2"
+printf 'ca\xfft\tT A C\n' >"$work/latin1.tsv"
+check "invalid UTF-8" 1 "latin1.tsv" -- "${base[@]}" --heads 2 --data "$work/latin1.tsv" --out "$work/bad3"
+check "a character the model never saw" 1 "Q" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" cat Quail
+check "no words" 1 "no words given" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors"
+check "--stress with --data" 2 "excludes" -- "${g2p[@]}" --stress --out "$work/bad4"
+check "--heads not dividing --d-model" 2 "must divide" -- "${base[@]}" --data "$work/pairs.tsv" --heads 3 --out "$work/bad5"
+check "unknown preset" 2 "preset" -- "${g2p[@]}" --preset huge --out "$work/bad6"
+check "--beam 0" 2 "beam" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" --beam 0 cat
+"$attograd" --threads 1 train sentiment --epochs 1 --out "$work/sentiment" --quiet >/dev/null 2>&1
+check "a checkpoint of another task" 1 "expected 'g2p'" -- \
+  "$attograd" eval g2p --checkpoint "$work/sentiment/last.safetensors"
+for bad in bad1 bad2 bad3 bad4 bad5 bad6; do expect "nothing written for $bad" test ! -e "$work/$bad"; done
+expect "eval --report refuses to overwrite its checkpoint" \
+  bash -c "! '$attograd' eval g2p --checkpoint '$out/best.safetensors' --report '$out/best.safetensors' 2>/dev/null"
+check "train g2p --help names the presets" 0 "base" -- "$attograd" train g2p --help
+
+echo "$failures failures"
+[ "$failures" -eq 0 ]
