@@ -115,6 +115,7 @@ void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::
   }
   node->backward = std::move(backward);
   if (anomaly_detection_enabled()) check_forward_anomaly(*node, out, inputs);
+  if (ForwardObserver* const recorder = forward_observer()) recorder->node_recorded(*node, out, inputs);
   out.impl()->grad_fn = std::move(node);
 }
 

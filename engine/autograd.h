@@ -74,6 +74,9 @@ struct OpProperties {
   // Its products took bf16 operands with f32 results (AutocastGuard, engine/autocast.h): graph
   // export and backward traces show the op as `matmul[bf16]`.
   bool bf16 = false;
+  // Its derivative as a table would print it, "out = eˣ  →  dx = g · out" (static storage; g is the
+  // gradient arriving at the output): shown by the step page (attograd graph --format html).
+  std::string_view formula = {};
 };
 
 // An op as record() names it: its node's name (static storage) and its properties. Converts from

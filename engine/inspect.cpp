@@ -11,6 +11,7 @@ namespace {
 thread_local std::shared_ptr<const std::string> scope_path;
 thread_local uint64_t node_sequence = 0;
 thread_local bool anomaly_mode = false;
+thread_local ForwardObserver* recording_observer = nullptr;
 thread_local BackwardObserver* observer = nullptr;
 }  // namespace
 
@@ -128,6 +129,16 @@ void check_backward_anomaly(const Node& node, std::span<const Tensor> grads) {
              op_of(node), scope_of(node), input_shapes(node), bad.what, bad.index, i, shape_str(grads[i].shape()));
   }
 }
+
+// --- Forward observers ----------------------------------------------------------------------
+
+ForwardObserver* set_forward_observer(ForwardObserver* next) {
+  ForwardObserver* previous = recording_observer;
+  recording_observer = next;
+  return previous;
+}
+
+ForwardObserver* forward_observer() { return recording_observer; }
 
 // --- Backward observers ---------------------------------------------------------------------
 

@@ -70,6 +70,20 @@ void check_forward_anomaly(const Node& node, const Tensor& output, std::span<con
 // Throws if a gradient `node`'s backward returned holds a NaN or Inf.
 void check_backward_anomaly(const Node& node, std::span<const Tensor> grads);
 
+// --- Forward observers ----------------------------------------------------------------------
+
+// Told about every node recorded on this thread (the step recorder, engine/step_record.h).
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  // `node` was just attached to `output`, which its op computed from `inputs`.
+  virtual void node_recorded(const Node& node, const Tensor& output, std::span<const Tensor> inputs) = 0;
+};
+
+// The observer of the nodes recorded on this thread (null: none); returns the previous one.
+ForwardObserver* set_forward_observer(ForwardObserver* observer);
+ForwardObserver* forward_observer();
+
 // --- Backward observers ---------------------------------------------------------------------
 
 // Told about every step of a backward walk on this thread (see run_backward's loop).

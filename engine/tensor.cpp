@@ -80,6 +80,8 @@ void AllocationBudget::charge(size_t bytes) {
   left_ -= bytes;
 }
 
+void AllocationBudget::refund(size_t bytes) { left_ = std::min(limit_, left_ + bytes); }
+
 size_t physical_memory_bytes() {
   static const size_t bytes =
       static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(::sysconf(_SC_PAGE_SIZE));
@@ -88,13 +90,18 @@ size_t physical_memory_bytes() {
 
 Storage::Storage(size_t bytes) : bytes(bytes) {
   const size_t size = SmallBufferCache::allocation_size(bytes);
-  if (allocation_budget) allocation_budget->charge(size);
+  if (allocation_budget) {
+    allocation_budget->charge(size);
+    charged_to = allocation_budget;
+  }
   data = SmallBufferCache::destroyed ? nullptr : small_buffers.take(size);
   if (data == nullptr) data = std::aligned_alloc(64, size);
   if (data == nullptr) fail("out of memory allocating {} bytes", bytes);
 }
 
 Storage::~Storage() {
+  if (charged_to != nullptr && charged_to == allocation_budget)
+    allocation_budget->refund(SmallBufferCache::allocation_size(bytes));
   if (SmallBufferCache::destroyed || !small_buffers.give(data, SmallBufferCache::allocation_size(bytes)))
     std::free(data);
 }

@@ -32,6 +32,7 @@ struct Storage {
   void* data;
   size_t bytes;
   uint64_t version = 0;  // bumped by every in-place write; views share it
+  class AllocationBudget* charged_to = nullptr;  // the budget that counted it (refunded while active)
 };
 
 class Tensor {
@@ -110,8 +111,9 @@ struct TensorImpl {
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves only
 };
 
-// While one lives, the tensors this thread allocates may take at most `bytes` in all (each counted
-// at least 64 bytes, as allocated); one more throws ag::Error: "<what>: <detail>". For building a
+// While one lives, the tensors this thread allocates and still holds may take at most `bytes` (each
+// counted at least 64 bytes, as allocated; a tensor freed meanwhile gives its bytes back, so an
+// initialisation's temporaries do not add up); one more throws ag::Error: "<what>: <detail>". For building a
 // model from a file's description: a config asking for more than the file's tensors fails at
 // once instead of allocating first. Budgets nest (the innermost applies).
 class AllocationBudget {
@@ -121,6 +123,7 @@ class AllocationBudget {
   AllocationBudget(const AllocationBudget&) = delete;
   AllocationBudget& operator=(const AllocationBudget&) = delete;
   void charge(size_t bytes);  // called by every tensor allocation on this thread
+  void refund(size_t bytes);  // by a tensor it counted, freed while it is still active: it counts live bytes
 
  private:
   size_t left_;

@@ -104,7 +104,7 @@ class ProgressBar {
 }  // namespace
 
 void stop_training_on_signals() {
-  for (int signal : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal, request_stop);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) std::signal(signal, request_stop);
 }
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options)
@@ -214,6 +214,12 @@ std::vector<std::vector<int64_t>> TrainTask::batches(const std::vector<int64_t>&
   return batches;
 }
 
+// "iteration N" (steps_per_epoch) or "epoch E, step S": the step `step` of `epoch` (from 1).
+std::string Trainer::where(int64_t epoch, int64_t step) const {
+  return options_.steps_per_epoch > 0 ? fmt::format("iteration {}", (epoch - 1) * options_.steps_per_epoch + step)
+                                      : fmt::format("epoch {}, step {}", epoch, step);
+}
+
 TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
   int signal = stop_signal.exchange(0);
   if (signal == 0) signal = SIGTERM;  // another rank got it
@@ -227,10 +233,8 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
     write_config();
     kept = fmt::format("{}/last.safetensors holds it (continue with --resume)", options_.out_dir);
   }
-  const std::string where = options_.steps_per_epoch > 0
-                                ? fmt::format("iteration {}", (epoch - 1) * options_.steps_per_epoch + step)
-                                : fmt::format("epoch {}, step {}", epoch, step);
-  return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), where, kept), signal);
+  return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), where(epoch, step), kept),
+                             signal);
 }
 
 // One optimizer step on the global batch: this rank's shard of it forward and backward (its mean
@@ -261,7 +265,7 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
     if (reducer_ && part == parts - 1) reducer_->arm();  // this backward finishes the gradients
     loss.backward(whole ? Tensor() : full(loss.shape(), share, loss.dtype()));
   }
-  if (reducer_) reducer_->finish(step_numbers);
+  if (reducer_) reducer_->finish(step_numbers, where(epoch, step + 1));
   const double value = step_numbers[0];
   if (!std::isfinite(value))
     throw TrainingDiverged(
@@ -360,7 +364,7 @@ std::map<std::string, double> Trainer::evaluate() {
   }
   if (shard_.ranks > 1) {
     dist::check_same_on_every_rank(fnv1a64(names), "the names of the evaluation's metrics");
-    dist::sum_over_ranks(flat);
+    dist::sum_over_ranks(flat, "the evaluation's sums");
   }
   std::map<std::string, double> metrics;
   size_t at = 0;

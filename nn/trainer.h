@@ -89,7 +89,7 @@ class TrainingDiverged : public Error {
  public:
   using Error::Error;
 };
-// SIGINT, SIGTERM or SIGHUP arrived: stopped after the current step, whose state `last` holds
+// SIGINT, SIGTERM, SIGHUP or SIGUSR1 arrived: stopped after the current step, whose state `last` holds
 // (a resume continues from that step, bit for bit).
 class TrainingInterrupted : public Error {
  public:
@@ -122,6 +122,7 @@ class Trainer {
   std::map<std::string, double> evaluate();
   void check_ranks_agree(const std::string& when) const;
   TrainingInterrupted interrupted(int64_t epoch, int64_t step);
+  std::string where(int64_t epoch, int64_t step) const;
   std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);
   void write_config() const;
@@ -144,7 +145,8 @@ class Trainer {
   std::unique_ptr<dist::GradientReducer> reducer_;  // with more than one rank
 };
 
-// Installs SIGINT, SIGTERM and SIGHUP handlers that ask a running Trainer to stop after its
+// Installs SIGINT, SIGTERM, SIGHUP and SIGUSR1 handlers (mpirun forwards SIGUSR1 at once, SIGTERM
+// only after odls_base_sigkill_timeout) that ask a running Trainer to stop after its
 // current step, save it and throw TrainingInterrupted.
 void stop_training_on_signals();
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,19 @@ std::string describe_error(const std::exception& e) {
   return without_library_tags(e.what());
 }
 
+// A rank of a data-parallel job that cannot start (a usage error, a missing file): it meets the others
+// in their start-up agreement with its failure, so that none waits for it; every rank ends with the
+// first failing rank's message (rank 0 prints it) and exit code.
+int stop_before_start(int exit_code, const std::string& message) {
+  ag::nn::dist::StartState failed;
+  failed.ready = false;
+  failed.exit_code = exit_code;
+  failed.message = message;
+  const std::optional<ag::nn::dist::Refusal> refusal = ag::nn::dist::agree_to_start(failed);
+  if (ag::nn::dist::is_root() && !refusal->message.empty()) std::cerr << "attograd: " << refusal->message << "\n";
+  return refusal->exit_code;
+}
+
 }  // namespace
 
 int ag::cli::run(int argc, char** argv, Mode mode) {
@@ -46,6 +60,11 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   int threads = 0;
   app.add_option("--threads", threads, "OpenMP threads for every kernel (default: OMP_NUM_THREADS or all cores)")
       ->check(ag::cli::whole_number(1, 1024));
+  double collective_timeout = ag::nn::dist::collective_timeout();
+  app.add_option("--collective-timeout", collective_timeout,
+                 "Under mpirun: seconds a rank waits for the others in a reduction before it ends the job (exit 4)")
+      ->check(ag::cli::number(1, 1e6))
+      ->capture_default_str();
 
   std::vector<ag::cli::Command> commands = {ag::cli::add_gradcheck_command(app)};
   for (std::vector<ag::cli::Command> group :
@@ -59,14 +78,31 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (!ag::nn::dist::is_root()) return e.get_exit_code() == 0 ? 0 : 2;  // rank 0 says it
-    return app.exit(e) == 0 ? 0 : 2;  // prints the message (and usage); --help and --version are not errors
+    if (ag::nn::dist::ranks() == 1)
+      return app.exit(e) == 0 ? 0 : 2;  // prints the message (and usage); --help
+                                        // and --version are not errors
+    std::ostringstream out, err;
+    const int status = app.exit(e, out, err) == 0 ? 0 : 2;
+    if (ag::nn::dist::is_root()) std::cout << out.str() << std::flush;
+    std::string message = err.str();
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    return stop_before_start(status, message);
   }
   if (mode == Mode::parse_only) return 0;
   if (threads > 0) ag::set_num_threads(threads);
+  ag::nn::dist::set_collective_timeout(collective_timeout);
   try {
-    for (const ag::cli::Command& command : commands)
-      if (command.app->parsed()) return command.run();
+    for (const ag::cli::Command& command : commands) {
+      if (!command.app->parsed()) continue;
+      const int status = command.run();
+      // A command that trains nothing (eval, say) under mpirun: its ranks still meet once.
+      if (ag::nn::dist::ranks() > 1 && !ag::nn::dist::agreed_to_start())
+        return stop_before_start(status, status == 0 ? "" : fmt::format("ended with exit code {}", status));
+      return status;
+    }
+  } catch (const ag::nn::dist::StartRefused& e) {  // every rank stops here: rank 0 says why
+    if (ag::nn::dist::is_root()) std::cerr << "attograd: " << e.what() << "\n";
+    return e.exit_code;
   } catch (const ag::nn::TrainingDiverged& e) {  // every rank of a data-parallel job stops here: rank 0 says it
     if (ag::nn::dist::is_root()) std::cerr << "attograd: error: " << e.what() << "\n";
     return 3;
@@ -74,7 +110,10 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
     if (ag::nn::dist::is_root()) std::cerr << "attograd: " << e.what() << "\n";
     return 128 + e.signal;             // as a shell reports a process the signal ended: 130 for SIGINT
   } catch (const std::exception& e) {  // ag::Error included: the message, without a library's tags
-    // In a data-parallel job the other ranks would wait for this one: end them all.
+    // In a data-parallel job the other ranks would wait for this one: before the start, they meet it
+    // in the agreement; after it, end them all.
+    if (ag::nn::dist::ranks() > 1 && !ag::nn::dist::agreed_to_start())
+      return stop_before_start(1, "error: " + describe_error(e));
     if (ag::nn::dist::ranks() > 1) ag::nn::dist::abort_job("error: " + describe_error(e), 1);
     std::cerr << "attograd: error: " << describe_error(e) << "\n";
     return 1;

@@ -1,5 +1,5 @@
 // `attograd graph <task>`: the autograd graph of one training step's loss, as a numbered list
-// (text), Graphviz DOT, or SVG drawn by Graphviz's `dot`.
+// (text), Graphviz DOT, SVG drawn by Graphviz's `dot`, or the step page (html: tools/step_page.h).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,10 +8,14 @@
 
 #include "engine/graph.h"
 #include "engine/inspect.h"
+#include "engine/step_record.h"
+#include "tasks/charlm/task.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
+#include "tools/seed_attention.h"
+#include "tools/step_page.h"
 
 namespace ag::cli {
 
@@ -81,11 +85,54 @@ std::string render_svg(const std::string& dot, const std::string& out) {
   return "";
 }
 
-// Exports the graph of `loss` as asked; then, with --trace-backward, runs the backward under a
-// trace (on stderr, so that stdout keeps only the graph).
-int export_graph(const GraphOptions& options, const Tensor& loss, const nn::Module& model) {
-  const ParameterNames names = parameter_names(model.named_parameters());
-  const Graph graph = capture_graph(loss, names);
+// One training step's loss, the names of its model's parameters, and the model, kept alive while
+// the graph is exported and the backward runs.
+struct TaskStep {
+  Tensor loss;
+  ParameterNames names;
+  std::shared_ptr<const void> model;
+};
+
+nn::Module& module_of(squares::SquaresModel& model) { return model.module(); }
+nn::Module& module_of(nn::Module& model) { return model; }
+
+// A task's first step as `export_graph` takes it: `first_step` is the task's first_step_loss, which
+// returns the model (a unique_ptr) and its loss.
+template <typename Options, typename Step>
+std::function<TaskStep()> first_step_of(Step (*first_step)(const Options&), std::shared_ptr<Options> task) {
+  return [first_step, task] {
+    Step step = first_step(*task);
+    const ParameterNames names = parameter_names(module_of(*step.model).named_parameters());
+    return TaskStep{step.loss, names, std::shared_ptr<const void>(std::move(step.model))};
+  };
+}
+
+// The step page: the step is computed and its backward run under a StepRecorder, then the page
+// (Graphviz's SVG of the graph, the recorded numbers, the page's script) is written.
+int export_page(const GraphOptions& options, const std::function<TaskStep()>& make_step, const std::string& title) {
+  StepRecorder recorder;
+  const TaskStep step = make_step();
+  recorder.name_parameters(step.names);
+  step.loss.backward();
+  const std::string note = fmt::format("{}: {} nodes, {} ran in backward; loss {:.6g}", title,
+                                       recorder.graph().nodes.size(), recorder.backward().size(), step.loss.item());
+  const std::string page = step_page_html(recorder, render_svg(graph_dot(recorder.graph()), ""), title, note);
+  if (options.out.empty()) {
+    std::cout << page << std::flush;
+  } else {
+    write_file_atomically(options.out, page);
+    std::cerr << fmt::format("wrote {} ({} nodes, {:.1f} KiB)\n", options.out, recorder.graph().nodes.size(),
+                             static_cast<double>(page.size()) / 1024);
+  }
+  return 0;
+}
+
+// Exports the graph of the step's loss as asked; then, with --trace-backward, runs the backward
+// under a trace (on stderr, so that stdout keeps only the graph).
+int export_graph(const GraphOptions& options, const std::function<TaskStep()>& make_step, const std::string& title) {
+  if (options.format == "html") return export_page(options, make_step, title);
+  const TaskStep step = make_step();
+  const Graph graph = capture_graph(step.loss, step.names);
   std::string text = options.format == "text" ? graph_text(graph) : graph_dot(graph);
   if (options.format == "svg") text = render_svg(text, options.out);
   if (options.out.empty()) {
@@ -95,8 +142,8 @@ int export_graph(const GraphOptions& options, const Tensor& loss, const nn::Modu
     std::cerr << fmt::format("wrote {} ({} nodes)\n", options.out, graph.nodes.size());
   }
   if (options.trace_backward) {
-    const BackwardTrace trace(&std::cerr, 1, names);
-    loss.backward();
+    const BackwardTrace trace(&std::cerr, 1, step.names);
+    step.loss.backward();
   }
   return 0;
 }
@@ -104,12 +151,19 @@ int export_graph(const GraphOptions& options, const Tensor& loss, const nn::Modu
 void add_output_flags(CLI::App* app, GraphOptions& options) {
   app->add_option("--format", options.format,
                   "text: the tape as a numbered list in creation order; dot: Graphviz, clustered by module; svg: "
-                  "drawn by Graphviz's dot")
-      ->check(CLI::IsMember({"text", "dot", "svg"}))
+                  "drawn by Graphviz's dot; html: the step page (one self-contained file: click a node for its "
+                  "values, gradients and saved tensors, step through backward with the arrow keys)")
+      ->check(CLI::IsMember({"text", "dot", "svg", "html"}))
       ->capture_default_str();
   app->add_option("--out", options.out, "Write to this file (default: stdout)")->check(kPath);
   app->add_flag("--trace-backward", options.trace_backward,
                 "Then run the backward and trace it node by node on stderr (gradient norms, times, summary by op)");
+  app->parse_complete_callback([app, &options] {
+    if (options.format == "html" && options.trace_backward)
+      throw CLI::ValidationError("--trace-backward",
+                                 "the html page already shows the backward node by node; drop --trace-backward or "
+                                 "choose --format text|dot|svg");
+  });
 }
 
 Command add_graph_squares(CLI::App* graph) {
@@ -132,8 +186,8 @@ Command add_graph_squares(CLI::App* graph) {
             const int64_t chosen_heads = task->model.heads;
             task->model = squares::default_model_config(task->model.model);
             if (heads->count() > 0) task->model.heads = chosen_heads;
-            const squares::StepLoss step = squares::first_step_loss(*task);
-            return export_graph(*options, step.loss, step.model->module());
+            return export_graph(*options, first_step_of(squares::first_step_loss, task),
+                                "squares (" + task->model.model + ")");
           }};
 }
 
@@ -155,8 +209,53 @@ Command add_graph_sentiment(CLI::App* graph) {
       ->check(kSeed)
       ->capture_default_str();
   return {app, [options, task] {
-            const sentiment::StepLoss step = sentiment::first_step_loss(*task);
-            return export_graph(*options, step.loss, *step.model);
+            return export_graph(*options, first_step_of(sentiment::first_step_loss, task), "sentiment");
+          }};
+}
+
+Command add_graph_charlm(CLI::App* graph) {
+  auto options = std::make_shared<GraphOptions>();
+  auto task = std::make_shared<charlm::CharLMOptions>();
+  CLI::App* app = graph->add_subcommand(
+      "charlm", "The graph of `train charlm`'s loss on the first --batch-size windows of the training text");
+  add_output_flags(app, *options);
+  app->add_option("--data", task->data, "A UTF-8 text file (default: Moby-Dick, fetched by tools/fetch_data.sh)")
+      ->check(kPath);
+  app->add_option("--batch-size", task->training.batch_size, "Windows in the batch")
+      ->check(whole_number(1, 1024))
+      ->capture_default_str();
+  app->add_option("--block-size", task->model.block_size, "Context length (characters)")
+      ->check(whole_number(1, 4096))
+      ->capture_default_str();
+  app->add_option("--layers", task->model.n_layer, "Transformer blocks")
+      ->check(whole_number(1, 64))
+      ->capture_default_str();
+  app->add_option("--heads", task->model.n_head, "Attention heads (dividing --width)")
+      ->check(whole_number(1, 256))
+      ->capture_default_str();
+  app->add_option("--width", task->model.n_embd, "Embedding width (n_embd)")
+      ->check(whole_number(1, 8192))
+      ->capture_default_str();
+  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
+      ->check(kSeed)
+      ->capture_default_str();
+  return {app,
+          [options, task] { return export_graph(*options, first_step_of(charlm::first_step_loss, task), "charlm"); }};
+}
+
+Command add_graph_walkthrough(CLI::App* graph) {
+  auto options = std::make_shared<GraphOptions>();
+  CLI::App* app = graph->add_subcommand(
+      "walkthrough", "The graph of `walkthrough`'s seed 003 attention step: context.sum() from six tokens (f64)");
+  add_output_flags(app, *options);
+  return {app, [options] {
+            return export_graph(
+                *options,
+                [] {
+                  auto step = std::make_shared<SeedAttentionStep>(seed_attention_step());
+                  return TaskStep{step->loss, seed_attention_leaf_names(*step), step};  // step keeps the leaves
+                },
+                "walkthrough (seed 003)");
           }};
 }
 
@@ -166,7 +265,7 @@ std::vector<Command> add_graph_commands(CLI::App& app) {
   CLI::App* graph = app.add_subcommand(
       "graph", "Export the autograd graph of one training step's loss (ops, module scopes, shapes, saved bytes)");
   graph->require_subcommand(1);
-  return {add_graph_squares(graph), add_graph_sentiment(graph)};
+  return {add_graph_squares(graph), add_graph_sentiment(graph), add_graph_charlm(graph), add_graph_walkthrough(graph)};
 }
 
 }  // namespace ag::cli

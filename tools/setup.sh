@@ -17,6 +17,7 @@ packages=(
   graphviz  # `attograd graph --format svg` runs its dot
   libopenmpi-dev openmpi-bin  # data parallelism over MPI (nn/distributed.h; the mpi tests run mpirun)
   time  # /usr/bin/time -v: the peak-memory checks of the CLI tests
+  chromium  # headless, for the step page's browser test (tests/tools/step_page_browser_test.py)
 )
 
 missing=()

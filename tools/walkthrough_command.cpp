@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/inspect.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/mask.h"
@@ -23,6 +24,7 @@
 #include "engine/ops/softmax.h"
 #include "tools/commands.h"
 #include "tools/printed_values.h"
+#include "tools/seed_attention.h"
 
 namespace ag::cli {
 
@@ -198,21 +200,16 @@ Tensor numeric_gradient(const std::vector<Step>& steps, const std::vector<Tensor
   return gradient;
 }
 
-void backward_checked(const Tensor& x, const SeedWeights& w) {
+void backward_checked() {
   fmt::print("\n== 4. Backward from context.sum(), each gradient against finite differences ==\n");
   const std::vector<Step> steps = attention_steps();
-  std::vector<Tensor> values = {clone(x).requires_grad_(), clone(w.query).requires_grad_(),
-                                clone(w.key).requires_grad_(), clone(w.value).requires_grad_()};
-  for (size_t i = values.size(); i < steps.size(); ++i) {
-    values.push_back(steps[i].compute(values));
-    values.back().retain_grad();
-  }
-  sum(values.back()).backward();
+  const SeedAttentionStep step = seed_attention_step();
+  step.loss.backward();
   for (size_t i = steps.size(); i-- > 0;) {  // in the order backward reaches them
-    const Tensor analytic = values[i].grad();
+    const Tensor analytic = step.values[i].grad();
     show("d context.sum() / d " + steps[i].name, analytic.detach());
     fmt::print("finite differences: {}\n",
-               verdict(max_abs_difference(analytic, numeric_gradient(steps, values, i)), 1e-6));
+               verdict(max_abs_difference(analytic, numeric_gradient(steps, step.values, i)), 1e-6));
   }
 }
 
@@ -221,11 +218,35 @@ int run() {
   const SeedWeights weights;
   single_head(x, weights);
   multi_head_toy();
-  backward_checked(x, weights);
+  backward_checked();
   return 0;
 }
 
 }  // namespace
+
+SeedAttentionStep seed_attention_step() {
+  const std::vector<Step> steps = attention_steps();
+  const SeedWeights w;
+  SeedAttentionStep step{{clone(seed_inputs()).requires_grad_(), clone(w.query).requires_grad_(),
+                          clone(w.key).requires_grad_(), clone(w.value).requires_grad_()},
+                         {},
+                         {}};
+  for (size_t i = step.values.size(); i < steps.size(); ++i) {
+    const ScopeGuard scope(steps[i].name.substr(0, steps[i].name.find(" = ")));  // "queries"
+    step.values.push_back(steps[i].compute(step.values));
+    step.values.back().retain_grad();
+  }
+  for (const Step& s : steps) step.names.push_back(s.name);
+  step.loss = sum(step.values.back());
+  return step;
+}
+
+ParameterNames seed_attention_leaf_names(const SeedAttentionStep& step) {
+  ParameterNames names;
+  for (size_t i = 0; i < step.values.size() && step.values[i].is_leaf(); ++i)
+    names.emplace(step.values[i].impl(), step.names[i]);
+  return names;
+}
 
 // What each notebook prints that the walkthrough does not compare, and why.
 const std::map<std::string, std::string>& not_compared() {

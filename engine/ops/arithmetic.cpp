@@ -13,51 +13,57 @@ namespace ag {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("add", a, b, [](auto x, auto y) { return x + y; });
-  record(out, "AddBackward", {a, b}, {}, [](const BackwardContext& c) {
-    // out = a + b
-    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, c.inputs[0].shape) : Tensor(),
-                               c.needs_grad[1] ? sum_to(c.grad, c.inputs[1].shape) : Tensor()};
-  });
+  record(out, {"AddBackward", {.formula = "out = a + b  →  da = g, db = g (each summed to its input's shape)"}}, {a, b},
+         {}, [](const BackwardContext& c) {
+           // out = a + b
+           return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, c.inputs[0].shape) : Tensor(),
+                                      c.needs_grad[1] ? sum_to(c.grad, c.inputs[1].shape) : Tensor()};
+         });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("sub", a, b, [](auto x, auto y) { return x - y; });
-  record(out, "SubBackward", {a, b}, {}, [](const BackwardContext& c) {
-    // out = a - b
-    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, c.inputs[0].shape) : Tensor(),
-                               c.needs_grad[1] ? sum_to(neg(c.grad), c.inputs[1].shape) : Tensor()};
-  });
+  record(out, {"SubBackward", {.formula = "out = a − b  →  da = g, db = −g (each summed to its input's shape)"}},
+         {a, b}, {}, [](const BackwardContext& c) {
+           // out = a - b
+           return std::vector<Tensor>{c.needs_grad[0] ? sum_to(c.grad, c.inputs[0].shape) : Tensor(),
+                                      c.needs_grad[1] ? sum_to(neg(c.grad), c.inputs[1].shape) : Tensor()};
+         });
   return out;
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("mul", a, b, [](auto x, auto y) { return x * y; });
-  record(out, "MulBackward", {a, b}, {a, b}, [](const BackwardContext& c) {
-    // out = a * b
-    const Tensor& a = c.saved[0];
-    const Tensor& b = c.saved[1];
-    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(mul(c.grad, b), a.shape()) : Tensor(),
-                               c.needs_grad[1] ? sum_to(mul(c.grad, a), b.shape()) : Tensor()};
-  });
+  record(out, {"MulBackward", {.formula = "out = a ⊙ b  →  da = g ⊙ b, db = g ⊙ a (each summed to its input's shape)"}},
+         {a, b}, {a, b}, [](const BackwardContext& c) {
+           // out = a * b
+           const Tensor& a = c.saved[0];
+           const Tensor& b = c.saved[1];
+           return std::vector<Tensor>{c.needs_grad[0] ? sum_to(mul(c.grad, b), a.shape()) : Tensor(),
+                                      c.needs_grad[1] ? sum_to(mul(c.grad, a), b.shape()) : Tensor()};
+         });
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("div", a, b, [](auto x, auto y) { return x / y; });
-  record(out, "DivBackward", {a, b}, {a, b}, [](const BackwardContext& c) {
-    // out = a / b  →  da = g / b,  db = -g * a / b²
-    const Tensor& a = c.saved[0];
-    const Tensor& b = c.saved[1];
-    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(div(c.grad, b), a.shape()) : Tensor(),
-                               c.needs_grad[1] ? sum_to(neg(div(mul(c.grad, a), mul(b, b))), b.shape()) : Tensor()};
-  });
+  record(
+      out,
+      {"DivBackward", {.formula = "out = a / b  →  da = g / b, db = −g ⊙ a / b² (each summed to its input's shape)"}},
+      {a, b}, {a, b}, [](const BackwardContext& c) {
+        // out = a / b  →  da = g / b,  db = -g * a / b²
+        const Tensor& a = c.saved[0];
+        const Tensor& b = c.saved[1];
+        return std::vector<Tensor>{c.needs_grad[0] ? sum_to(div(c.grad, b), a.shape()) : Tensor(),
+                                   c.needs_grad[1] ? sum_to(neg(div(mul(c.grad, a), mul(b, b))), b.shape()) : Tensor()};
+      });
   return out;
 }
 
 Tensor add(const Tensor& a, double b) {
   Tensor out = unary_kernel("add", a, [b](auto x) { return x + static_cast<decltype(x)>(b); });
-  record(out, "AddScalarBackward", {a}, {}, [](const BackwardContext& c) {
+  record(out, {"AddScalarBackward", {.formula = "out = a + s  →  da = g"}}, {a}, {}, [](const BackwardContext& c) {
     // out = a + b
     return std::vector<Tensor>{c.grad};
   });
@@ -66,7 +72,7 @@ Tensor add(const Tensor& a, double b) {
 
 Tensor mul(const Tensor& a, double b) {
   Tensor out = unary_kernel("mul", a, [b](auto x) { return x * static_cast<decltype(x)>(b); });
-  record(out, "MulScalarBackward", {a}, {}, [b](const BackwardContext& c) {
+  record(out, {"MulScalarBackward", {.formula = "out = a · s  →  da = g · s"}}, {a}, {}, [b](const BackwardContext& c) {
     // out = a * b
     return std::vector<Tensor>{mul(c.grad, b)};
   });
@@ -75,17 +81,18 @@ Tensor mul(const Tensor& a, double b) {
 
 Tensor div(double a, const Tensor& b) {
   Tensor out = unary_kernel("div", b, [a](auto x) { return static_cast<decltype(x)>(a) / x; });
-  record(out, "RDivScalarBackward", {b}, {b}, [a](const BackwardContext& c) {
-    // out = a / b  →  db = -g * a / b²
-    const Tensor& b = c.saved[0];
-    return std::vector<Tensor>{neg(div(mul(c.grad, a), mul(b, b)))};
-  });
+  record(out, {"RDivScalarBackward", {.formula = "out = s / b  →  db = −g · s / b²"}}, {b}, {b},
+         [a](const BackwardContext& c) {
+           // out = a / b  →  db = -g * a / b²
+           const Tensor& b = c.saved[0];
+           return std::vector<Tensor>{neg(div(mul(c.grad, a), mul(b, b)))};
+         });
   return out;
 }
 
 Tensor neg(const Tensor& x) {
   Tensor out = unary_kernel("neg", x, [](auto v) { return -v; });
-  record(out, "NegBackward", {x}, {}, [](const BackwardContext& c) {
+  record(out, {"NegBackward", {.formula = "out = −x  →  dx = −g"}}, {x}, {}, [](const BackwardContext& c) {
     // out = -x
     return std::vector<Tensor>{neg(c.grad)};
   });
@@ -95,11 +102,12 @@ Tensor neg(const Tensor& x) {
 Tensor pow(const Tensor& x, double exponent) {
   AG_CHECK(std::isfinite(exponent), "pow: expected a finite exponent, got {}", exponent);
   Tensor out = unary_kernel("pow", x, [exponent](auto v) { return std::pow(v, static_cast<decltype(v)>(exponent)); });
-  record(out, "PowBackward", {x}, {x}, [exponent](const BackwardContext& c) {
-    // out = x ** p  →  dx = g * p * x ** (p - 1)
-    if (exponent == 0) return std::vector<Tensor>{zeros_like(c.grad)};
-    return std::vector<Tensor>{mul(c.grad, mul(pow(c.saved[0], exponent - 1), exponent))};
-  });
+  record(out, {"PowBackward", {.formula = "out = xᵖ  →  dx = g · p · xᵖ⁻¹"}}, {x}, {x},
+         [exponent](const BackwardContext& c) {
+           // out = x ** p  →  dx = g * p * x ** (p - 1)
+           if (exponent == 0) return std::vector<Tensor>{zeros_like(c.grad)};
+           return std::vector<Tensor>{mul(c.grad, mul(pow(c.saved[0], exponent - 1), exponent))};
+         });
   return out;
 }
 
@@ -107,7 +115,7 @@ Tensor clone(const Tensor& x) {
   AG_CHECK(x.defined(), "clone: the input is undefined");
   Tensor out = empty(x.shape(), x.dtype());
   out.copy_(x.detach());
-  record(out, "CloneBackward", {x}, {}, [](const BackwardContext& c) {
+  record(out, {"CloneBackward", {.formula = "out = x  →  dx = g"}}, {x}, {}, [](const BackwardContext& c) {
     // out = x
     return std::vector<Tensor>{c.grad};
   });
@@ -120,10 +128,11 @@ Tensor to(const Tensor& x, DType dtype) {
   Tensor out = empty(x.shape(), dtype);
   out.copy_(x.detach());
   if (!is_floating(dtype)) return out;  // integers and masks carry no gradient
-  record(out, "ToBackward", {x}, {}, [from = x.dtype()](const BackwardContext& c) {
-    // out = x converted to another floating dtype
-    return std::vector<Tensor>{to(c.grad, from)};
-  });
+  record(out, {"ToBackward", {.formula = "out = x in another dtype  →  dx = g in x's dtype"}}, {x}, {},
+         [from = x.dtype()](const BackwardContext& c) {
+           // out = x converted to another floating dtype
+           return std::vector<Tensor>{to(c.grad, from)};
+         });
   return out;
 }
 

@@ -139,8 +139,11 @@ Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
                            const AttentionPlan& plan) {
   Tensor lse;                                                                                       // (B, H, T)
   Tensor out = attention_streaming_forward(plan, {q, k, v, o.attn_mask, o.key_padding_mask}, lse);  // (B, H, T, dv)
-  record(out, "ScaledDotProductAttentionBackward", {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse},
-         [plan](const BackwardContext& c) {
+  record(out,
+         {"ScaledDotProductAttentionBackward",
+          {.formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
+                      "P)), dq = s · dS k, dk = s · dSᵀ q"}},
+         {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse}, [plan](const BackwardContext& c) {
            // out = softmax(scale · q @ kᵀ + masks) @ v, the weights recomputed as e^(scores − lse)
            const Tensor empty_rows = rows_without_keys(c.saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
            if (grad_enabled()) return attention_backward_recorded(c, plan, {}, empty_rows);  // create_graph
@@ -168,8 +171,13 @@ Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor
     dropped = mul(weights, keep);  // (B, H, T, S)
   }
   Tensor out = attention_product(plan, dropped, v, false, false, 1.0);  // (B, H, T, dv)
-  record(out, {"ScaledDotProductAttentionBackward", {.bf16 = plan.bf16}}, {q, k, v},
-         {q, k, v, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows}, [plan](const BackwardContext& c) {
+  record(out,
+         {"ScaledDotProductAttentionBackward",
+          {.bf16 = plan.bf16,
+           .formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
+                      "P)), dq = s · dS k, dk = s · dSᵀ q"}},
+         {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows},
+         [plan](const BackwardContext& c) {
            // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v
            const Tensor& keep = c.saved[kKeepOrLse];
            if (grad_enabled()) return attention_backward_recorded(c, plan, keep, c.saved[kEmptyRows]);  // create_graph

@@ -16,10 +16,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   if (!training || p == 0) return x;  // no draw from gen, no node
   const Tensor mask = dropout_mask(x.shape(), x.dtype(), p, gen);
   Tensor out = mul(x.detach(), mask);
-  record(out, "DropoutBackward", {x}, {mask}, [](const BackwardContext& c) {
-    // out = x * mask  →  dx = g * mask
-    return std::vector<Tensor>{mul(c.grad, c.saved[0])};
-  });
+  record(out, {"DropoutBackward", {.formula = "out = x ⊙ mask (mask: 0 or 1/(1 − p))  →  dx = g ⊙ mask"}}, {x}, {mask},
+         [](const BackwardContext& c) {
+           // out = x * mask  →  dx = g * mask
+           return std::vector<Tensor>{mul(c.grad, c.saved[0])};
+         });
   return out;
 }
 

@@ -37,13 +37,16 @@ void check_index_range(std::string_view op, const Tensor& index, int64_t size, s
 
 Tensor index_add_zeros(const Tensor& g, const Shape& in_shape, int64_t dim, const Tensor& index, int64_t pad);
 
+// index_select's node (and the node of index_add_zeros's backward, the same gather).
+const OpKind kIndexSelect{"IndexSelectBackward", {.formula = "out[k] = x[index[k]]  →  dx[index[k]] += g[k]"}};
+
 // The differentiable gather: out = x at index[k] along dim, shaped out_shape. `pad` (if ≥ 0) is a
 // row that gets no gradient; with zero_pad it also reads as zeros (then that is its true
 // derivative; without, it is embedding's padding_idx rule).
-Tensor index_gather(std::string_view name, const Tensor& x, int64_t dim, const Tensor& index, const Shape& out_shape,
-                    int64_t pad, bool zero_pad) {
+Tensor index_gather(OpKind kind, const Tensor& x, int64_t dim, const Tensor& index, const Shape& out_shape, int64_t pad,
+                    bool zero_pad) {
   Tensor out = gather_kernel(x, dim, index, out_shape, zero_pad ? pad : -1);
-  record(out, name, {x}, {index}, [in = x.shape(), dim, pad](const BackwardContext& c) {
+  record(out, kind, {x}, {index}, [in = x.shape(), dim, pad](const BackwardContext& c) {
     // out[o, k, i] = x[o, index[k], i]  →  dx[o, index[k], i] += g[o, k, i]  (none for index[k] == pad)
     return std::vector<Tensor>{index_add_zeros(c.grad, in, dim, c.saved[0], pad)};
   });
@@ -63,10 +66,12 @@ Tensor index_add_zeros(const Tensor& g, const Shape& in_shape, int64_t dim, cons
            shape_str(g.shape()), shape_str(gathered), shape_str(index.shape()), d, shape_str(in_shape));
   check_index_range("index_add_zeros", index, in_shape[d], fmt::format("dim {} of {}", d, shape_str(in_shape)));
   Tensor out = scatter_add_kernel(g, in_shape, d, index, pad);
-  record(out, "IndexAddBackward", {g}, {index}, [g_shape = g.shape(), dim, pad](const BackwardContext& c) {
-    // out[o, index[k], i] += g[o, k, i]  (skipping index[k] == pad)  →  dg[o, k, i] = grad[o, index[k], i], 0 at pad
-    return std::vector<Tensor>{index_gather("IndexSelectBackward", c.grad, dim, c.saved[0], g_shape, pad, true)};
-  });
+  record(out, {"IndexAddBackward", {.formula = "out[index[k]] += g[k]  →  dg[k] = grad[index[k]]"}}, {g}, {index},
+         [g_shape = g.shape(), dim, pad](const BackwardContext& c) {
+           // out[o, index[k], i] += g[o, k, i]  (skipping index[k] == pad)  →  dg[o, k, i] = grad[o, index[k], i], 0 at
+           // pad
+           return std::vector<Tensor>{index_gather(kIndexSelect, c.grad, dim, c.saved[0], g_shape, pad, true)};
+         });
   return out;
 }
 
@@ -83,7 +88,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
                     fmt::format("dim {} of size {} of the input {}", d, x.shape()[d], shape_str(x.shape())));
   Shape shape = x.shape();
   shape[d] = index.numel();
-  return index_gather("IndexSelectBackward", x, d, index, shape, -1, false);
+  return index_gather(kIndexSelect, x, d, index, shape, -1, false);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
@@ -98,7 +103,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   shape.push_back(weight.shape()[1]);
   // As in PyTorch, the padding row is read as it is (nn::Embedding keeps it at zero); only its
   // gradient is withheld.
-  return index_gather("EmbeddingBackward", weight, 0, indices, shape, pad, false);
+  return index_gather(
+      {"EmbeddingBackward", {.formula = "out[k] = W[index[k]]  →  dW[index[k]] += g[k] (none at padding_idx)"}}, weight,
+      0, indices, shape, pad, false);
 }
 
 int64_t padding_index(std::string_view op, std::optional<int64_t> padding_idx, int64_t rows) {

@@ -56,8 +56,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   check_pair("mse_loss", "input", input, "target", target);
   Tensor out = elementwise_loss_kernel("mse_loss", input, target, reduction,
                                        [](double x, double y) { return (x - y) * (x - y); });
-  record(out, "MseLossBackward", {input, target}, {input, target},
-         [reduction, n = input.numel()](const BackwardContext& c) {
+  record(out, {"MseLossBackward", {.formula = "out = reduce((x − t)²)  →  dx = 2 (x − t) g (÷ n for mean), dt = −dx"}},
+         {input, target}, {input, target}, [reduction, n = input.numel()](const BackwardContext& c) {
            // out = reduce((input - target)²)  →  dinput = 2 (input - target) g = -dtarget
            const Tensor dinput = (c.saved[0] - c.saved[1]) * mul(loss_grad_scale(c.grad, reduction, n), 2.0);
            return std::vector<Tensor>{c.needs_grad[0] ? dinput : Tensor(), c.needs_grad[1] ? neg(dinput) : Tensor()};
@@ -72,15 +72,18 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
         // = -(y log σ(x) + (1-y) log(1-σ(x))), with no exp of a positive number: finite for any x
         return std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));
       });
-  record(out, "BinaryCrossEntropyWithLogitsBackward", {logits, target}, {logits, target},
-         [reduction, n = logits.numel()](const BackwardContext& c) {
-           // out = reduce(max(x,0) - x·y + log1p(exp(-|x|)))  →  dx = (σ(x) - y) g,  dy = -x g
-           const Tensor& x = c.saved[0];
-           const Tensor& y = c.saved[1];
-           const Tensor g = loss_grad_scale(c.grad, reduction, n);
-           return std::vector<Tensor>{c.needs_grad[0] ? (sigmoid(x) - y) * g : Tensor(),
-                                      c.needs_grad[1] ? neg(x) * g : Tensor()};
-         });
+  record(
+      out,
+      {"BinaryCrossEntropyWithLogitsBackward",
+       {.formula = "out = reduce(max(x, 0) − x y + log(1 + e^−|x|))  →  dx = (σ(x) − y) g, dy = −x g (÷ n for mean)"}},
+      {logits, target}, {logits, target}, [reduction, n = logits.numel()](const BackwardContext& c) {
+        // out = reduce(max(x,0) - x·y + log1p(exp(-|x|)))  →  dx = (σ(x) - y) g,  dy = -x g
+        const Tensor& x = c.saved[0];
+        const Tensor& y = c.saved[1];
+        const Tensor g = loss_grad_scale(c.grad, reduction, n);
+        return std::vector<Tensor>{c.needs_grad[0] ? (sigmoid(x) - y) * g : Tensor(),
+                                   c.needs_grad[1] ? neg(x) * g : Tensor()};
+      });
   return out;
 }
 
@@ -115,8 +118,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   if (!needs_recording({&logits})) return out;
   const auto [row_weight, distribution] =
       cross_entropy_targets(logits, target, ignore_index, reduction, count, label_smoothing);
-  record(out, "CrossEntropyBackward", {logits}, {logits, distribution, row_weight},
-         [reduction, rows](const BackwardContext& c) {
+  record(out,
+         {"CrossEntropyBackward",
+          {.formula = "out = reduce(logsumexp(x) − Σ q x), q = onehot(t) smoothed  →  dx = (softmax(x) − q) g "
+                      "(÷ n for mean)"}},
+         {logits}, {logits, distribution, row_weight}, [reduction, rows](const BackwardContext& c) {
            // out[n] = logsumexp(x[n]) - Σ_c q[n, c] x[n, c]  →  dx[n] = (softmax(x[n]) - q[n]) · g[n]
            const Tensor& g = c.grad;  // (N) for none, else 0-d
            const Tensor coef = c.saved[2] * (reduction == Reduction::none ? reshape(g, {rows, 1}) : g);  // (N, 1)

@@ -38,10 +38,14 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
            "masked_fill: the mask of shape {} does not broadcast to the input's shape {}", shape_str(mask.shape()),
            shape_str(x.shape()));
   Tensor out = masked_fill_kernel(x, mask, value);
-  record(out, {"MaskedFillBackward", {.writes_inf = true}}, {x}, {mask}, [](const BackwardContext& c) {
-    // out = mask ? value : x  →  dx = g where the mask is false, 0 where it is true
-    return std::vector<Tensor>{masked_fill(c.grad, c.saved[0], 0.0)};
-  });
+  record(out,
+         {"MaskedFillBackward",
+          {.writes_inf = true,
+           .formula = "out = mask ? value : x  →  dx = g where the mask is false, 0 where it is true"}},
+         {x}, {mask}, [](const BackwardContext& c) {
+           // out = mask ? value : x  →  dx = g where the mask is false, 0 where it is true
+           return std::vector<Tensor>{masked_fill(c.grad, c.saved[0], 0.0)};
+         });
   return out;
 }
 
@@ -52,33 +56,36 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_same_dtype("where", a, b);
   const Shape shape = broadcast_shapes("where", condition.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   Tensor out = where_kernel(condition, a, b, shape);
-  record(out, "WhereBackward", {a, b}, {condition}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
-    // out = condition ? a : b  →  da = g where condition (summed to a's shape), db = g elsewhere
-    const Tensor& condition = c.saved[0];
-    const Tensor zero = zeros({}, c.grad.dtype());
-    return std::vector<Tensor>{c.needs_grad[0] ? sum_to(where(condition, c.grad, zero), sa) : Tensor(),
-                               c.needs_grad[1] ? sum_to(where(condition, zero, c.grad), sb) : Tensor()};
-  });
+  record(out, {"WhereBackward", {.formula = "out = c ? a : b  →  da = g where c, db = g elsewhere"}}, {a, b},
+         {condition}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
+           // out = condition ? a : b  →  da = g where condition (summed to a's shape), db = g elsewhere
+           const Tensor& condition = c.saved[0];
+           const Tensor zero = zeros({}, c.grad.dtype());
+           return std::vector<Tensor>{c.needs_grad[0] ? sum_to(where(condition, c.grad, zero), sa) : Tensor(),
+                                      c.needs_grad[1] ? sum_to(where(condition, zero, c.grad), sb) : Tensor()};
+         });
   return out;
 }
 
 Tensor triu(const Tensor& x, int64_t diagonal) {
   check_matrices("triu", x);
   Tensor out = triangle_kernel(x, diagonal, /*upper=*/true);
-  record(out, "TriuBackward", {x}, {}, [diagonal](const BackwardContext& c) {
-    // out = x on and above the diagonal-th diagonal, 0 below
-    return std::vector<Tensor>{triu(c.grad, diagonal)};
-  });
+  record(out, {"TriuBackward", {.formula = "out = triu(x)  →  dx = triu(g)"}}, {x}, {},
+         [diagonal](const BackwardContext& c) {
+           // out = x on and above the diagonal-th diagonal, 0 below
+           return std::vector<Tensor>{triu(c.grad, diagonal)};
+         });
   return out;
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal) {
   check_matrices("tril", x);
   Tensor out = triangle_kernel(x, diagonal, /*upper=*/false);
-  record(out, "TrilBackward", {x}, {}, [diagonal](const BackwardContext& c) {
-    // out = x on and below the diagonal-th diagonal, 0 above
-    return std::vector<Tensor>{tril(c.grad, diagonal)};
-  });
+  record(out, {"TrilBackward", {.formula = "out = tril(x)  →  dx = tril(g)"}}, {x}, {},
+         [diagonal](const BackwardContext& c) {
+           // out = x on and below the diagonal-th diagonal, 0 above
+           return std::vector<Tensor>{tril(c.grad, diagonal)};
+         });
   return out;
 }
 

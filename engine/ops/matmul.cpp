@@ -58,15 +58,18 @@ std::vector<Tensor> matmul_backward(const MatmulPlan& plan, const Tensor& a, con
 Tensor matmul_bf16(const Tensor& a, const Tensor& b, const MatmulPlan& plan) {
   const Tensor a16 = autocast_operand(a), b16 = autocast_operand(b);
   Tensor out = run_matmul(a16, b16, plan, 1.0);
-  record(out, {"MatmulBackward", {.bf16 = true}}, {a, b}, {a16, b16}, [plan](const BackwardContext& c) {
-    // out = bf16(A) @ bf16(B)  →  dA = bf16(G) @ bf16(B)ᵀ, dB = bf16(A)ᵀ @ bf16(G)
-    AG_CHECK(!grad_enabled(),
-             "matmul ran in bf16 (under AutocastGuard): its backward cannot be differentiated again "
-             "(create_graph); compute higher-order gradients in f32");
-    return matmul_backward(
-        plan, c.saved[0], c.saved[1], to(c.grad, DType::bf16), c.needs_grad,
-        [](const Tensor& x, const Tensor& y, bool tx, bool ty) { return matmul_forward(x, y, tx, ty, 1.0); });
-  });
+  record(out,
+         {"MatmulBackward",
+          {.bf16 = true, .formula = "out = bf16(A) bf16(B)  →  dA = bf16(g) bf16(B)ᵀ, dB = bf16(A)ᵀ bf16(g)"}},
+         {a, b}, {a16, b16}, [plan](const BackwardContext& c) {
+           // out = bf16(A) @ bf16(B)  →  dA = bf16(G) @ bf16(B)ᵀ, dB = bf16(A)ᵀ @ bf16(G)
+           AG_CHECK(!grad_enabled(),
+                    "matmul ran in bf16 (under AutocastGuard): its backward cannot be differentiated again "
+                    "(create_graph); compute higher-order gradients in f32");
+           return matmul_backward(
+               plan, c.saved[0], c.saved[1], to(c.grad, DType::bf16), c.needs_grad,
+               [](const Tensor& x, const Tensor& y, bool tx, bool ty) { return matmul_forward(x, y, tx, ty, 1.0); });
+         });
   return out;
 }
 
@@ -76,14 +79,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   const MatmulPlan plan = plan_matmul(a, b, transpose_a, transpose_b);
   if (autocast_products(a, b)) return matmul_bf16(a, b, plan);
   Tensor out = run_matmul(a, b, plan, 1.0);
-  record(out, "MatmulBackward", {a, b}, {a, b}, [plan](const BackwardContext& c) {
-    // out = A @ B (matmul_backward above); the products recorded under create_graph, and in f32
-    // even where a backward runs under AutocastGuard
-    return matmul_backward(plan, c.saved[0], c.saved[1], c.grad, c.needs_grad,
-                           [](const Tensor& x, const Tensor& y, bool tx, bool ty) {
-                             return grad_enabled() ? matmul(x, y, tx, ty) : matmul_forward(x, y, tx, ty, 1.0);
-                           });
-  });
+  record(out, {"MatmulBackward", {.formula = "out = A B  →  dA = g Bᵀ, dB = Aᵀ g (summed over broadcast batch dims)"}},
+         {a, b}, {a, b}, [plan](const BackwardContext& c) {
+           // out = A @ B (matmul_backward above); the products recorded under create_graph, and in f32
+           // even where a backward runs under AutocastGuard
+           return matmul_backward(plan, c.saved[0], c.saved[1], c.grad, c.needs_grad,
+                                  [](const Tensor& x, const Tensor& y, bool tx, bool ty) {
+                                    return grad_enabled() ? matmul(x, y, tx, ty) : matmul_forward(x, y, tx, ty, 1.0);
+                                  });
+         });
   return out;
 }
 

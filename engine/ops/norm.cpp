@@ -54,7 +54,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   }
   const NormProblem problem{rows, cols, weight.defined(), bias.defined(), eps};
   LayerNormForward f = layer_norm_forward(problem, x, weight, bias, stat_shape);
-  record(f.out, "LayerNormBackward", {x, weight, bias}, {x, weight, f.mean, f.rstd, f.onednn_variance},
+  record(f.out,
+         {"LayerNormBackward",
+          {.formula =
+               "out = x̂ w + b, x̂ = (x − μ)/σ  →  db = Σ g, dw = Σ g x̂, dx = (w g − mean(w g) − x̂ mean(w g x̂)) / σ"}},
+         {x, weight, bias}, {x, weight, f.mean, f.rstd, f.onednn_variance},
          [dims, eps, normalized_shape, problem](const BackwardContext& c) {
            // out = xhat * w + b,  xhat = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)
            const Tensor& g = c.grad;

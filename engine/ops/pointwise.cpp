@@ -53,10 +53,11 @@ Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
       return cdf + v * pdf;
     });
   }
-  record(out, "GeluDerivativeBackward", {x}, {x}, [approximation](const BackwardContext& c) {
-    // out = gelu'(x)  →  dx = g * gelu''(x)
-    return std::vector<Tensor>{mul(c.grad, gelu_second_derivative(c.saved[0], approximation))};
-  });
+  record(out, {"GeluDerivativeBackward", {.formula = "out = gelu′(x)  →  dx = g · gelu″(x)"}}, {x}, {x},
+         [approximation](const BackwardContext& c) {
+           // out = gelu'(x)  →  dx = g * gelu''(x)
+           return std::vector<Tensor>{mul(c.grad, gelu_second_derivative(c.saved[0], approximation))};
+         });
   return out;
 }
 
@@ -64,7 +65,7 @@ Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
 
 Tensor exp(const Tensor& x) {
   Tensor out = unary_kernel("exp", x, [](auto v) { return std::exp(v); });
-  record(out, "ExpBackward", {x}, {out}, [](const BackwardContext& c) {
+  record(out, {"ExpBackward", {.formula = "out = eˣ  →  dx = g · out"}}, {x}, {out}, [](const BackwardContext& c) {
     // out = exp(x)  →  dx = g * out
     return std::vector<Tensor>{mul(c.grad, c.saved[0])};
   });
@@ -73,7 +74,7 @@ Tensor exp(const Tensor& x) {
 
 Tensor log(const Tensor& x) {
   Tensor out = unary_kernel("log", x, [](auto v) { return std::log(v); });
-  record(out, "LogBackward", {x}, {x}, [](const BackwardContext& c) {
+  record(out, {"LogBackward", {.formula = "out = log x  →  dx = g / x"}}, {x}, {x}, [](const BackwardContext& c) {
     // out = log(x)  →  dx = g / x
     return std::vector<Tensor>{div(c.grad, c.saved[0])};
   });
@@ -82,7 +83,7 @@ Tensor log(const Tensor& x) {
 
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_kernel("sqrt", x, [](auto v) { return std::sqrt(v); });
-  record(out, "SqrtBackward", {x}, {out}, [](const BackwardContext& c) {
+  record(out, {"SqrtBackward", {.formula = "out = √x  →  dx = g / (2 out)"}}, {x}, {out}, [](const BackwardContext& c) {
     // out = sqrt(x)  →  dx = g / (2 * out)
     return std::vector<Tensor>{div(c.grad, mul(c.saved[0], 2.0))};
   });
@@ -91,7 +92,7 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor abs(const Tensor& x) {
   Tensor out = unary_kernel("abs", x, [](auto v) { return std::abs(v); });
-  record(out, "AbsBackward", {x}, {x}, [](const BackwardContext& c) {
+  record(out, {"AbsBackward", {.formula = "out = |x|  →  dx = g · sign(x)"}}, {x}, {x}, [](const BackwardContext& c) {
     // out = |x|  →  dx = g * sign(x)
     return std::vector<Tensor>{mul(c.grad, sign(c.saved[0]))};
   });
@@ -111,19 +112,21 @@ Tensor clamp(const Tensor& x, double min, double max) {
     using T = decltype(v);
     return static_cast<T>(v >= static_cast<T>(min) && v <= static_cast<T>(max));
   });
-  record(out, "ClampBackward", {x}, {inside}, [](const BackwardContext& c) {
-    // out = min(max(x, lo), hi)  →  dx = g where lo <= x <= hi, else 0
-    return std::vector<Tensor>{mul(c.grad, c.saved[0])};
-  });
+  record(out, {"ClampBackward", {.formula = "out = min(max(x, lo), hi)  →  dx = g where lo ≤ x ≤ hi, else 0"}}, {x},
+         {inside}, [](const BackwardContext& c) {
+           // out = min(max(x, lo), hi)  →  dx = g where lo <= x <= hi, else 0
+           return std::vector<Tensor>{mul(c.grad, c.saved[0])};
+         });
   return out;
 }
 
 Tensor relu(const Tensor& x) {
   Tensor out = unary_kernel("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
-  record(out, "ReluBackward", {x}, {out}, [](const BackwardContext& c) {
-    // out = max(x, 0)  →  dx = g where out > 0
-    return std::vector<Tensor>{mul(c.grad, to(gt(c.saved[0], 0), c.grad.dtype()))};
-  });
+  record(out, {"ReluBackward", {.formula = "out = max(x, 0)  →  dx = g where out > 0, else 0"}}, {x}, {out},
+         [](const BackwardContext& c) {
+           // out = max(x, 0)  →  dx = g where out > 0
+           return std::vector<Tensor>{mul(c.grad, to(gt(c.saved[0], 0), c.grad.dtype()))};
+         });
   return out;
 }
 
@@ -142,20 +145,22 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
       return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
     });
   }
-  record(out, "GeluBackward", {x}, {x}, [approximation](const BackwardContext& c) {
-    // out = gelu(x)  →  dx = g * gelu'(x)
-    return std::vector<Tensor>{mul(c.grad, gelu_derivative(c.saved[0], approximation))};
-  });
+  record(out, {"GeluBackward", {.formula = "out = gelu(x)  →  dx = g · gelu′(x)"}}, {x}, {x},
+         [approximation](const BackwardContext& c) {
+           // out = gelu(x)  →  dx = g * gelu'(x)
+           return std::vector<Tensor>{mul(c.grad, gelu_derivative(c.saved[0], approximation))};
+         });
   return out;
 }
 
 Tensor tanh(const Tensor& x) {
   Tensor out = unary_kernel("tanh", x, [](auto v) { return std::tanh(v); });
-  record(out, "TanhBackward", {x}, {out}, [](const BackwardContext& c) {
-    // out = tanh(x)  →  dx = g * (1 - out²)
-    const Tensor& y = c.saved[0];
-    return std::vector<Tensor>{mul(c.grad, 1.0 - mul(y, y))};
-  });
+  record(out, {"TanhBackward", {.formula = "out = tanh x  →  dx = g (1 − out²)"}}, {x}, {out},
+         [](const BackwardContext& c) {
+           // out = tanh(x)  →  dx = g * (1 - out²)
+           const Tensor& y = c.saved[0];
+           return std::vector<Tensor>{mul(c.grad, 1.0 - mul(y, y))};
+         });
   return out;
 }
 
@@ -164,11 +169,12 @@ Tensor sigmoid(const Tensor& x) {
     using T = decltype(v);
     return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
   });
-  record(out, "SigmoidBackward", {x}, {out}, [](const BackwardContext& c) {
-    // out = 1 / (1 + exp(-x))  →  dx = g * out * (1 - out)
-    const Tensor& y = c.saved[0];
-    return std::vector<Tensor>{mul(c.grad, mul(y, 1.0 - y))};
-  });
+  record(out, {"SigmoidBackward", {.formula = "out = σ(x)  →  dx = g · out (1 − out)"}}, {x}, {out},
+         [](const BackwardContext& c) {
+           // out = 1 / (1 + exp(-x))  →  dx = g * out * (1 - out)
+           const Tensor& y = c.saved[0];
+           return std::vector<Tensor>{mul(c.grad, mul(y, 1.0 - y))};
+         });
   return out;
 }
 
@@ -177,10 +183,11 @@ Tensor softplus(const Tensor& x) {
     using T = decltype(v);
     return std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
   });
-  record(out, "SoftplusBackward", {x}, {x}, [](const BackwardContext& c) {
-    // out = log(1 + exp(x))  →  dx = g * sigmoid(x)
-    return std::vector<Tensor>{mul(c.grad, sigmoid(c.saved[0]))};
-  });
+  record(out, {"SoftplusBackward", {.formula = "out = log(1 + eˣ)  →  dx = g · σ(x)"}}, {x}, {x},
+         [](const BackwardContext& c) {
+           // out = log(1 + exp(x))  →  dx = g * sigmoid(x)
+           return std::vector<Tensor>{mul(c.grad, sigmoid(c.saved[0]))};
+         });
   return out;
 }
 

@@ -22,20 +22,22 @@ Tensor spread(const Tensor& grad, const Shape& kept_shape, const Shape& in_shape
 
 Tensor sum_over(const Tensor& x, const ReducePlan& plan) {
   Tensor out = sum_kernel(x, plan, 1.0);
-  record(out, "SumBackward", {x}, {}, [kept = plan.kept_shape, in = x.shape()](const BackwardContext& c) {
-    // out = Σ_dims x
-    return std::vector<Tensor>{spread(c.grad, kept, in)};
-  });
+  record(out, {"SumBackward", {.formula = "out = Σ x  →  dx = g broadcast back to x's shape"}}, {x}, {},
+         [kept = plan.kept_shape, in = x.shape()](const BackwardContext& c) {
+           // out = Σ_dims x
+           return std::vector<Tensor>{spread(c.grad, kept, in)};
+         });
   return out;
 }
 
 Tensor mean_over(const Tensor& x, const ReducePlan& plan) {
   const double count = static_cast<double>(plan.reduced_count);
   Tensor out = sum_kernel(x, plan, count == 0 ? NAN : 1.0 / count);
-  record(out, "MeanBackward", {x}, {}, [kept = plan.kept_shape, in = x.shape(), count](const BackwardContext& c) {
-    // out = Σ_dims x / count
-    return std::vector<Tensor>{mul(spread(c.grad, kept, in), 1.0 / count)};
-  });
+  record(out, {"MeanBackward", {.formula = "out = Σ x / n  →  dx = g / n broadcast back to x's shape"}}, {x}, {},
+         [kept = plan.kept_shape, in = x.shape(), count](const BackwardContext& c) {
+           // out = Σ_dims x / count
+           return std::vector<Tensor>{mul(spread(c.grad, kept, in), 1.0 / count)};
+         });
   return out;
 }
 
@@ -43,8 +45,13 @@ Tensor mean_over(const Tensor& x, const ReducePlan& plan) {
 // split_ties, evenly to all of them), marked by a weight tensor of x's shape saved in the forward.
 Tensor extreme_over(std::string_view op, const Tensor& x, const ReducePlan& plan, bool is_max, bool split_ties) {
   Extreme e = extreme_kernel(op, x, plan, is_max, split_ties);
-  record(e.values, is_max ? "MaxBackward" : "MinBackward", {x}, {e.one_hot},
-         [kept = plan.kept_shape, in = x.shape()](const BackwardContext& c) {
+  record(e.values,
+         is_max
+             ? OpKind{"MaxBackward",
+                      {.formula = "out = max x  →  dx = g at the arg-max (shared among tied elements), 0 elsewhere"}}
+             : OpKind{"MinBackward",
+                      {.formula = "out = min x  →  dx = g at the arg-min (shared among tied elements), 0 elsewhere"}},
+         {x}, {e.one_hot}, [kept = plan.kept_shape, in = x.shape()](const BackwardContext& c) {
            // out = max_dims x  →  dx = g at the arg-max (shared among ties over all dims), 0 elsewhere
            return std::vector<Tensor>{mul(spread(c.grad, kept, in), c.saved[0])};
          });
@@ -85,10 +92,11 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     T* po = out.data<T>();
     for_each_broadcast<1>(shape, {x.shape()}, [&](int64_t i, const std::array<int64_t, 1>& at) { po[i] = px[at[0]]; });
   });
-  record(out, "BroadcastToBackward", {x}, {}, [in = x.shape()](const BackwardContext& c) {
-    // out = x broadcast to shape
-    return std::vector<Tensor>{sum_to(c.grad, in)};
-  });
+  record(out, {"BroadcastToBackward", {.formula = "out = x broadcast  →  dx = g summed to x's shape"}}, {x}, {},
+         [in = x.shape()](const BackwardContext& c) {
+           // out = x broadcast to shape
+           return std::vector<Tensor>{sum_to(c.grad, in)};
+         });
   return out;
 }
 

@@ -63,10 +63,11 @@ Tensor slice_backward(const Tensor& grad, const Shape& in_shape, int64_t dim, co
            shape_str(grad.shape()), shape_str(sliced_shape(in_shape, dim, range)));
   Tensor out = zeros(in_shape, grad.dtype());
   copy_window(grad, whole(grad), out, slice_window(in_shape, dim, range), grad.shape());
-  record(out, "SliceBackwardBackward", {grad}, {}, [dim, range](const BackwardContext& c) {
-    // out[..., start + i·step, ...] = grad[..., i, ...], zero elsewhere
-    return std::vector<Tensor>{slice_range(c.grad, dim, range)};
-  });
+  record(out, {"SliceBackwardBackward", {.formula = "out = g placed into zeros  →  dg = the slice of grad"}}, {grad},
+         {}, [dim, range](const BackwardContext& c) {
+           // out[..., start + i·step, ...] = grad[..., i, ...], zero elsewhere
+           return std::vector<Tensor>{slice_range(c.grad, dim, range)};
+         });
   return out;
 }
 
@@ -74,10 +75,11 @@ Tensor slice_range(const Tensor& x, int64_t dim, const SliceRange& range) {
   const Shape shape = sliced_shape(x.shape(), dim, range);
   Tensor out = empty(shape, x.dtype());
   copy_window(x, slice_window(x.shape(), dim, range), out, whole(out), shape);
-  record(out, "SliceBackward", {x}, {}, [in = x.shape(), dim, range](const BackwardContext& c) {
-    // out[..., i, ...] = x[..., start + i·step, ...]
-    return std::vector<Tensor>{slice_backward(c.grad, in, dim, range)};
-  });
+  record(out, {"SliceBackward", {.formula = "out = x[start:stop:step]  →  dx = g placed into zeros at the slice"}}, {x},
+         {}, [in = x.shape(), dim, range](const BackwardContext& c) {
+           // out[..., i, ...] = x[..., start + i·step, ...]
+           return std::vector<Tensor>{slice_backward(c.grad, in, dim, range)};
+         });
   return out;
 }
 
@@ -117,10 +119,11 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
            numel(resolved), shape_str(x.shape()), x.numel());
   if (resolved == x.shape()) return x;
   Tensor out = view_as_shape(x, resolved);
-  record(out, "ReshapeBackward", {x}, {}, [in = x.shape()](const BackwardContext& c) {
-    // out = x viewed with another shape
-    return std::vector<Tensor>{reshape(c.grad, in)};
-  });
+  record(out, {"ReshapeBackward", {.formula = "out = x reshaped  →  dx = g reshaped back"}}, {x}, {},
+         [in = x.shape()](const BackwardContext& c) {
+           // out = x viewed with another shape
+           return std::vector<Tensor>{reshape(c.grad, in)};
+         });
   return out;
 }
 
@@ -171,10 +174,11 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   for (int64_t d = 0; d < x.dim(); ++d) perm[d] = d;
   std::swap(perm[d0], perm[d1]);
   Tensor out = permute_kernel(x, perm);
-  record(out, "TransposeBackward", {x}, {}, [d0, d1](const BackwardContext& c) {
-    // out = x with dims d0 and d1 swapped
-    return std::vector<Tensor>{transpose(c.grad, d0, d1)};
-  });
+  record(out, {"TransposeBackward", {.formula = "out = x with two dims swapped  →  dx = g swapped back"}}, {x}, {},
+         [d0, d1](const BackwardContext& c) {
+           // out = x with dims d0 and d1 swapped
+           return std::vector<Tensor>{transpose(c.grad, d0, d1)};
+         });
   return out;
 }
 
@@ -194,10 +198,11 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   }
   if (identity) return x;
   Tensor out = permute_kernel(x, perm);
-  record(out, "PermuteBackward", {x}, {}, [inverse](const BackwardContext& c) {
-    // out = x with out dim i taken from x's dim perm[i]  →  dx = g permuted back
-    return std::vector<Tensor>{permute(c.grad, inverse)};
-  });
+  record(out, {"PermuteBackward", {.formula = "out = x permuted  →  dx = g permuted back"}}, {x}, {},
+         [inverse](const BackwardContext& c) {
+           // out = x with out dim i taken from x's dim perm[i]  →  dx = g permuted back
+           return std::vector<Tensor>{permute(c.grad, inverse)};
+         });
   return out;
 }
 
@@ -224,16 +229,17 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     to.offset += t.shape()[d] * to.strides[d];
     sizes.push_back(t.shape()[d]);
   }
-  record(out, "CatBackward", tensors, {}, [d, sizes](const BackwardContext& c) {
-    // out = [t0, t1, ...] along dim d  →  dt_i = the slice of g where t_i landed
-    std::vector<Tensor> grads(sizes.size());
-    int64_t start = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (c.needs_grad[i]) grads[i] = narrow(c.grad, d, start, sizes[i]);
-      start += sizes[i];
-    }
-    return grads;
-  });
+  record(out, {"CatBackward", {.formula = "out = cat(t₀, t₁, …)  →  dtᵢ = the slice of g where tᵢ landed"}}, tensors,
+         {}, [d, sizes](const BackwardContext& c) {
+           // out = [t0, t1, ...] along dim d  →  dt_i = the slice of g where t_i landed
+           std::vector<Tensor> grads(sizes.size());
+           int64_t start = 0;
+           for (size_t i = 0; i < sizes.size(); ++i) {
+             if (c.needs_grad[i]) grads[i] = narrow(c.grad, d, start, sizes[i]);
+             start += sizes[i];
+           }
+           return grads;
+         });
   return out;
 }
 
@@ -255,13 +261,14 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     copy_window(t, {0, contiguous_strides(piece)}, out, to, piece);
     to.offset += to.strides[d];
   }
-  record(out, "StackBackward", tensors, {}, [d, in](const BackwardContext& c) {
-    // out[..., i, ...] = t_i  →  dt_i = g[..., i, ...]
-    std::vector<Tensor> grads(c.needs_grad.size());
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (c.needs_grad[i]) grads[i] = reshape(narrow(c.grad, d, static_cast<int64_t>(i), 1), in);
-    return grads;
-  });
+  record(out, {"StackBackward", {.formula = "out = stack(t₀, t₁, …)  →  dtᵢ = g[…, i, …]"}}, tensors, {},
+         [d, in](const BackwardContext& c) {
+           // out[..., i, ...] = t_i  →  dt_i = g[..., i, ...]
+           std::vector<Tensor> grads(c.needs_grad.size());
+           for (size_t i = 0; i < grads.size(); ++i)
+             if (c.needs_grad[i]) grads[i] = reshape(narrow(c.grad, d, static_cast<int64_t>(i), 1), in);
+           return grads;
+         });
   return out;
 }
 

@@ -12,18 +12,19 @@ namespace ag {
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor out = softmax_forward(x, dim, false);
-  record(out, "SoftmaxBackward", {x}, {out}, [d = normalize_dim("softmax", dim, x.dim())](const BackwardContext& c) {
-    // y = exp(x - max) / Σ_dim exp(x - max)  →  dx = y ⊙ (g − Σ_dim(g ⊙ y))
-    const Tensor& y = c.saved[0];
-    if (!grad_enabled()) return std::vector<Tensor>{softmax_backward_data(y, c.grad, d)};  // one fused pass
-    return std::vector<Tensor>{mul(y, sub(c.grad, sum(mul(c.grad, y), {d}, true)))};       // create_graph
-  });
+  record(out, {"SoftmaxBackward", {.formula = "y = softmax(x)  →  dx = y ⊙ (g − Σ(g ⊙ y))"}}, {x}, {out},
+         [d = normalize_dim("softmax", dim, x.dim())](const BackwardContext& c) {
+           // y = exp(x - max) / Σ_dim exp(x - max)  →  dx = y ⊙ (g − Σ_dim(g ⊙ y))
+           const Tensor& y = c.saved[0];
+           if (!grad_enabled()) return std::vector<Tensor>{softmax_backward_data(y, c.grad, d)};  // one fused pass
+           return std::vector<Tensor>{mul(y, sub(c.grad, sum(mul(c.grad, y), {d}, true)))};       // create_graph
+         });
   return out;
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   Tensor out = softmax_forward(x, dim, true);
-  record(out, "LogSoftmaxBackward", {x}, {out},
+  record(out, {"LogSoftmaxBackward", {.formula = "y = log_softmax(x)  →  dx = g − eʸ Σ g"}}, {x}, {out},
          [d = normalize_dim("log_softmax", dim, x.dim())](const BackwardContext& c) {
            // y = x - max - log Σ_dim exp(x - max)  →  dx = g − exp(y) ⊙ Σ_dim g
            const Tensor& y = c.saved[0];

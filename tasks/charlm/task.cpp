@@ -267,13 +267,41 @@ std::vector<int64_t> generate(nn::GPT& model, std::vector<int64_t> context, int6
   return drawn;
 }
 
-int train(const CharLMOptions& options) {
-  const Text text = load_text(options.data);
-  const Vocabulary vocabulary = Vocabulary::of_text(text.chars);
-  const Split split = split_90_10(vocabulary.encode(text.chars, text.path));
+// What a run trains on and the model's sizes: the text, its vocabulary, the 90/10 split, and
+// options.model with the vocabulary's size (checked; `command` names the caller in errors).
+struct Corpus {
+  Text text;
+  Vocabulary vocabulary;
+  Split split;
+  nn::GPTConfig config;
+};
+
+Corpus load_corpus(const CharLMOptions& options, const std::string& command) {
+  Text text = load_text(options.data);
+  Vocabulary vocabulary = Vocabulary::of_text(text.chars);
+  Split split = split_90_10(vocabulary.encode(text.chars, text.path));
   nn::GPTConfig config = options.model;
   config.vocab_size = vocabulary.size();
-  check_model_config(config, "train charlm");
+  check_model_config(config, command);
+  return {std::move(text), std::move(vocabulary), std::move(split), config};
+}
+
+StepLoss first_step_loss(const CharLMOptions& options) {
+  const auto [text, vocabulary, split, config] = load_corpus(options, "graph charlm");
+  const int64_t T = config.block_size, batch = options.training.batch_size;
+  AG_CHECK(static_cast<int64_t>(split.train.size()) > batch * T,
+           "{}: too short for {} windows of {}: its training split has {} characters", text.path, batch, T,
+           split.train.size());
+  manual_seed(options.training.seed);
+  StepLoss step{std::make_unique<nn::GPT>(config), {}};
+  std::vector<int64_t> starts;
+  for (int64_t k = 0; k < batch; ++k) starts.push_back(k * T);
+  step.loss = CharLMTask(*step.model, split).loss(starts);
+  return step;
+}
+
+int train(const CharLMOptions& options) {
+  const auto [text, vocabulary, split, config] = load_corpus(options, "train charlm");
   const int64_t T = config.block_size;
   AG_CHECK(static_cast<int64_t>(split.train.size()) > T && static_cast<int64_t>(split.val.size()) > T,
            "{}: too short for --block-size {}: its 90% training split has {} characters and its validation split {}; "

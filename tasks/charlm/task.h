@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "nn/gpt.h"
@@ -47,6 +48,14 @@ struct SampleOptions {
 
 // Each returns the process exit code; bad input throws ag::Error.
 int train(const CharLMOptions& options);
+// The loss of one training step as `train` computes it (the model freshly initialised from the
+// seed), on the first batch_size windows of the training split (starts 0, T, 2T, …; `train` draws
+// its windows at random), with the model that made it: what `attograd graph charlm` exports.
+struct StepLoss {
+  std::unique_ptr<nn::GPT> model;
+  Tensor loss;
+};
+StepLoss first_step_loss(const CharLMOptions& options);
 int eval(const EvalOptions& options);
 int sample(const SampleOptions& options);
 

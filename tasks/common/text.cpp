@@ -8,10 +8,28 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/hash.h"
 
 namespace ag::tasks {
 
+namespace {
+
+std::vector<std::pair<std::string, uint64_t>>& data_files() {
+  static std::vector<std::pair<std::string, uint64_t>> files;
+  return files;
+}
+
+}  // namespace
+
 std::string read_data_file(const std::string& path) {
+  std::string bytes = read_file(path);
+  data_files().emplace_back(path, fnv1a64(bytes));
+  return bytes;
+}
+
+const std::vector<std::pair<std::string, uint64_t>>& data_files_read() { return data_files(); }
+
+std::string read_file(const std::string& path) {
   AG_CHECK(!path.empty(), "no data file given (an empty path)");
   std::error_code error;
   const auto status = std::filesystem::status(path, error);

@@ -4,14 +4,21 @@
 // safe to quote in a message; and outputs that must not replace inputs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ag::tasks {
 
-// The bytes of a data file; refuses folders, FIFOs and devices (reading those may never end).
+// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end).
+std::string read_file(const std::string& path);
+// read_file for the data a run trains on: the file and its content's digest (FNV-1a 64) are
+// recorded, so that the ranks of a data-parallel job can prove they read the same data.
 std::string read_data_file(const std::string& path);
+// The data files this process has read, in order, with their digests.
+const std::vector<std::pair<std::string, uint64_t>>& data_files_read();
 
 // Refuses an output file (`flag` names it) that is one of `inputs` (the same file by any path or
 // link): writing it would destroy what the command reads.

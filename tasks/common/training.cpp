@@ -128,7 +128,7 @@ void check_not_another_run(const std::string& out, const std::string& config) {
   const std::string task = nlohmann::json::parse(config).value("task", "");
   nlohmann::json there;
   try {
-    there = nlohmann::json::parse(read_data_file(path));
+    there = nlohmann::json::parse(read_file(path));
   } catch (const std::exception&) {
   }
   const std::string other = there.is_object() && there.contains("task") && there["task"].is_string()
@@ -186,6 +186,11 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
     check_not_another_run(options.out, trainer_options.config);
     lock_output_folder(options.out);
   }
+  // Under mpirun: every rank is ready, with the same settings and data, or none starts.
+  nn::dist::StartState ready;
+  ready.settings = trainer_options.config;
+  ready.files = data_files_read();
+  if (auto refusal = nn::dist::agree_to_start(ready)) throw nn::dist::StartRefused(*refusal);
   const DetectAnomalyGuard anomaly(options.detect_anomaly);
   std::optional<BackwardTrace> trace;
   if (options.trace_backward) trace.emplace(&std::cerr, /*walks=*/1, parameter_names(model.named_parameters()));

@@ -320,7 +320,7 @@ double learning_rate(int64_t step, int64_t total_steps, double lr, double min_lr
 
 int train(const G2POptions& options) {
   const Lexicon lexicon = load_lexicon(options.data, options.stress);
-  for (const std::string& line : lexicon.summary) fmt::print("data: {}\n", line);
+  for (const std::string& line : lexicon.summary) fmt::print("{}\n", line);
   const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
   fmt::print("vocab: source {} symbols, target {} ({} phonemes)\n", source.size(), target.size(), target.size() - 3);
   for (const Split split : {Split::train, Split::val, Split::test}) {

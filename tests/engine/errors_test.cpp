@@ -39,7 +39,7 @@ TEST(Errors, SizesAreCheckedBeforeAnythingIsAllocated) {
   expect_error([] { empty({int64_t{1} << 62, 4}, DType::f64); }, {"more elements than a tensor"});
 }
 
-// An AllocationBudget caps what this thread allocates while it lives; it nests and ends.
+// An AllocationBudget caps what this thread allocates and holds while it lives; it nests and ends.
 TEST(Errors, AnAllocationBudgetStopsAllocationsBeyondIt) {
   {
     AllocationBudget budget(1024, "building the model");
@@ -53,6 +53,12 @@ TEST(Errors, AnAllocationBudgetStopsAllocationsBeyondIt) {
     expect_error([] { zeros({1}); }, {"building the model"});
   }
   EXPECT_EQ(zeros({1 << 20}).numel(), 1 << 20);  // no budget once it ended
+  {
+    AllocationBudget budget(1024, "building the model");
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(zeros({200}).numel(), 200);  // each freed: its 800 bytes come back
+    const Tensor kept = zeros({200});
+    expect_error([] { zeros({100}); }, {"building the model"});  // 832 held + 512 > 1024
+  }
 }
 
 TEST(Errors, MatmulInnerDimensions) {

@@ -9,6 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/ops/shape.h"
 #include "engine/threads.h"
+#include "nn/checkpoint.h"
 #include "tasks/g2p/data.h"
 #include "tasks/g2p/decode.h"
 #include "tasks/g2p/metrics.h"
@@ -90,6 +91,22 @@ TEST(G2PModel, PaddingChangesNoWordsLogits) {
       model.forward(ids({2, 5}, {4, 2, 7, 0, 0, 1, 3, 3, 8, 6}), ids({2, 4}, {kBos, 5, 0, 0, kBos, 4, 9, 10}));
   const Tensor row = slice(slice(batch, 0, 0, 1), 1, 0, 2);  // (1, 2, V)
   EXPECT_LT(max_abs_diff(alone, row), 1e-5);
+}
+
+TEST(G2PModel, ThePresetsBuildFromTheirCheckpointsWithinTheMemoryBudget) {
+  // A checkpoint's model is built under an AllocationBudget tied to the tensors it holds; the
+  // initialisation's temporaries (each matrix drawn by Linear, the Transformer's and the peer's
+  // xavier_uniform_) must not count against it once freed.
+  const TempDir temp;
+  const std::string path = (temp / "small.safetensors").string();
+  ModelConfig config = preset_config("small");
+  config.source_vocab = 28;
+  config.target_vocab = 42;
+  G2PTransformer model(config);
+  EXPECT_EQ(model.num_parameters(), 940586);  // the peer's count for the small preset
+  nn::save(path, model, "{}");
+  const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
+  EXPECT_NO_THROW(nn::build_from_config(checkpoint, path, [&] { return std::make_unique<G2PTransformer>(config); }));
 }
 
 TEST(G2PDecode, CachedDecodingEqualsRecomputationTokenForToken) {

@@ -41,7 +41,9 @@ mkdir "$tmp/taken"
 before="$(ls "$tmp")"
 check "unwritable --out (dot)" 1 "$tmp/taken" -- "$attograd" graph squares --format dot --out "$tmp/taken"
 check "unwritable --out (svg)" 1 "$tmp/taken" -- "$attograd" graph squares --format svg --out "$tmp/taken"
+check "unwritable --out (html)" 1 "$tmp/taken" -- "$attograd" graph walkthrough --format html --out "$tmp/taken"
 expect "no partial file" test "$(ls "$tmp")" = "$before"
+check "html and --trace-backward" 2 "--trace-backward" -- "$attograd" graph walkthrough --format html --trace-backward
 check "help shows defaults" 0 "=text" -- "$attograd" graph squares --help
 
 # Sentiment, both attention kinds; the trace goes to stderr.

@@ -92,7 +92,7 @@ cp -r "$work/squares-2" "$work/kept"
 check "bad data on rank 1 only" 1 "rank 1 of 2: error: $work/bad.tsv:2" -- \
   mpirun -np 1 "$attograd" train sentiment --quiet --out "$work/bad-run" : \
   -np 1 "$attograd" train sentiment --quiet --out "$work/bad-run" --data "$work/bad.tsv"
-check "another seed on rank 1" 1 "rank 1 differs from rank 0 in the parameters" -- \
+check "another seed on rank 1: refused before training" 2 "config.json's seed is 0 on rank 0, 5 on rank 1" -- \
   mpirun -np 1 "$attograd" train squares --epochs 2 --quiet --out "$work/seed-run" : \
   -np 1 "$attograd" train squares --epochs 2 --quiet --out "$work/seed-run" --seed 5
 check "usage error: said once, exit 2" 2 "--epochs" -- mpirun -np 2 "$attograd" train squares --epochs 0

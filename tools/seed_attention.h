@@ -1,0 +1,29 @@
+// Seed 003's attention step as `attograd walkthrough` part 4 runs it (f64): context.sum() from the
+// six-token inputs and the printed W_query, W_key, W_value. `graph walkthrough` draws its graph and
+// step page from the same function, so the page shows the numbers the walkthrough prints.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/graph.h"
+#include "engine/tensor.h"
+
+namespace ag::cli {
+
+struct SeedAttentionStep {
+  // inputs, W_query, W_key, W_value (leaves that require grad), then each step computed from those
+  // before it (queries … context), every one with retain_grad; names[i] says what values[i] is
+  // ("queries = inputs @ W_query").
+  std::vector<Tensor> values;
+  std::vector<std::string> names;
+  Tensor loss;  // context.sum(), its backward not yet run
+};
+
+// Each computed step runs under a module scope named after it ("queries", "attn_weights"), so the
+// graph draws one cluster per step.
+SeedAttentionStep seed_attention_step();
+// The four leaves by name (inputs, W_query, W_key, W_value), as the graph labels parameters.
+ParameterNames seed_attention_leaf_names(const SeedAttentionStep& step);
+
+}  // namespace ag::cli
