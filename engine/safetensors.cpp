@@ -283,23 +283,114 @@ std::string create_temporary_file(const std::string& stem) {
   return path;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes, Durability durability) {
-  std::string temporary;
-  const int fd = create_unique_file(path + ".tmp", temporary);
-  const auto fail_removing_temporary = [&](const char* what, int error) {
-    ::unlink(temporary.c_str());
-    fail("{}: could not be written: {} failed: {}", path, what, std::strerror(error));
-  };
+namespace {
+
+// Writes all of `bytes` to `fd`; 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view bytes) {
   size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n == 0 ? EIO : errno;
-      ::close(fd);
-      fail_removing_temporary("write", error);
-    }
+    if (n <= 0) return n == 0 ? EIO : errno;
     written += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// What writing to a path means (Note [output paths]).
+struct OutputTarget {
+  std::string file;     // the regular file (or new name) to replace atomically, a symlink's target resolved
+  bool stream = false;  // write into `file` as it is (a character device, a FIFO), or into `stream_fd`
+  int stream_fd = -1;   // with `stream`: this process's standard output or error, already open
+};
+
+// The standard stream (1 or 2) that is the file `status` describes, or -1.
+int standard_stream_of(const struct stat& status) {
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat open_file {};
+    if (::fstat(fd, &open_file) == 0 && open_file.st_dev == status.st_dev && open_file.st_ino == status.st_ino)
+      return fd;
+  }
+  return -1;
+}
+
+// Note [output paths]: `-` is standard output; a new name or a regular file is replaced atomically;
+// a symlink is followed and its final target replaced atomically (the link stays); a character
+// device or a FIFO (/dev/null, /dev/stdout, a pipe) is streamed into, never replaced; so is a path
+// that is this process's standard output or error (/dev/stdout redirected to a file). A symlink to
+// a file that does not exist yet makes it (as a shell's `>` does). A folder, a block device, a
+// socket, a symlink loop and a symlink into a missing folder are refused.
+// The file a chain of symlinks ends at (which may not exist yet: then its folder must).
+std::string final_target(const std::string& link) {
+  std::filesystem::path path = link;
+  std::error_code error;
+  for (int hops = 0; std::filesystem::is_symlink(std::filesystem::symlink_status(path, error)); ++hops) {
+    AG_CHECK(hops < 40, "{}: cannot follow the symlink: too many levels of symbolic links", link);
+    const std::filesystem::path target = std::filesystem::read_symlink(path, error);
+    AG_CHECK(!error, "{}: cannot follow the symlink: {}", link, error.message());
+    path = target.is_absolute() ? target : path.parent_path() / target;
+  }
+  const std::filesystem::path folder = path.parent_path().empty() ? "." : path.parent_path();
+  AG_CHECK(std::filesystem::is_directory(folder, error), "{}: is a symlink to {}, whose folder does not exist", link,
+           path.string());
+  return path.string();
+}
+
+OutputTarget output_target(const std::string& path) {
+  AG_CHECK(!path.empty(), "cannot write a file with an empty name");
+  if (path == "-") return {.file = "standard output", .stream = true, .stream_fd = STDOUT_FILENO};
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) != 0) {
+    AG_CHECK(errno == ENOENT, "{}: cannot write there: {}", path, std::strerror(errno));
+    return {.file = path};  // a new file (a missing folder is reported when the temporary is made)
+  }
+  struct stat target {};
+  if (::stat(path.c_str(), &target) != 0) {
+    AG_CHECK(errno == ENOENT, "{}: cannot follow the symlink: {}", path, std::strerror(errno));
+    return {.file = final_target(path)};  // a symlink to a new file: made where it points
+  }
+  AG_CHECK(!S_ISDIR(target.st_mode), "{}: is a folder, expected a file name to write", path);
+  if (S_ISCHR(target.st_mode) || S_ISFIFO(target.st_mode))
+    return {.file = path, .stream = true, .stream_fd = standard_stream_of(target)};
+  AG_CHECK(S_ISREG(target.st_mode),
+           "{}: is a {}, not a regular file, a character device or a FIFO; attograd writes only to those", path,
+           S_ISBLK(target.st_mode) ? "block device" : "socket or other special file");
+  if (const int fd = standard_stream_of(target); fd >= 0) return {.file = path, .stream = true, .stream_fd = fd};
+  return {.file = S_ISLNK(link.st_mode) ? final_target(path) : path};
+}
+
+// Writes `bytes` into a character device, a FIFO or a standard stream, which is opened (never
+// created) and left in place. A FIFO no process reads is refused, not waited for.
+void stream_into(const OutputTarget& target, const std::string& path, std::string_view bytes) {
+  int fd = target.stream_fd;
+  if (fd == STDOUT_FILENO) std::fflush(stdout);
+  if (fd < 0) {
+    fd = ::open(target.file.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    AG_CHECK(fd >= 0 || errno != ENXIO, "{}: is a FIFO that no process reads; start its reader first", path);
+    AG_CHECK(fd >= 0, "{}: cannot open for writing: {}", path, std::strerror(errno));
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  }
+  const int error = write_all(fd, bytes);
+  const bool closed = fd == target.stream_fd || ::close(fd) == 0;
+  AG_CHECK(error == 0, "{}: could not be written: write failed: {}", path, std::strerror(error));
+  AG_CHECK(closed, "{}: could not be written: close failed: {}", path, std::strerror(errno));
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& requested, const std::string& bytes, Durability durability) {
+  const OutputTarget target = output_target(requested);
+  if (target.stream) return stream_into(target, requested, bytes);
+  const std::string& path = target.file;
+  std::string temporary;
+  const int fd = create_unique_file(path + ".tmp", temporary);
+  const auto fail_removing_temporary = [&](const char* what, int error) {
+    ::unlink(temporary.c_str());
+    fail("{}: could not be written: {} failed: {}", requested, what, std::strerror(error));
+  };
+  if (const int error = write_all(fd, bytes); error != 0) {
+    ::close(fd);
+    fail_removing_temporary("write", error);
   }
   if (durability == Durability::synced && ::fsync(fd) != 0) {
     const int error = errno;

@@ -33,12 +33,20 @@ SafetensorsFile load_safetensors(const std::string& path);
 // The same from the file's bytes; `source` names them in errors.
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
 
-// Replaces `path` by `bytes` atomically: written to a new temporary file beside it (created
-// exclusively, so a symlink planted there is never followed), then renamed over it, so a reader, or
-// a crash of this process at any instant, sees the old file or the new one, never a part (a crash
-// may leave a `path.tmp.XXXXXX`: nothing reads it). Durability::synced (the default) also fsyncs
-// the file and its folder before returning; Durability::deferred does not (a training run writes
-// checkpoints every epoch, and an fsync costs milliseconds: it calls sync_to_disk once at the end).
+// The one writer of every file attograd makes (Note [output paths] in safetensors.cpp). What `path`
+// is decides what happens:
+// - a new name or a regular file: replaced by `bytes` atomically: written to a new temporary file
+//   beside it (created exclusively, so a symlink planted there is never followed), then renamed over
+//   it, so a reader, or a crash of this process at any instant, sees the old file or the new one,
+//   never a part (a crash may leave a `path.tmp.XXXXXX`: nothing reads it);
+// - a symlink: followed; its final target is replaced atomically as above, the link stays;
+// - a character device, a FIFO, `-` (standard output), or the file this process's standard output
+//   or error is (`/dev/stdout` redirected to a file): streamed into, never replaced; a FIFO that no
+//   process reads is refused rather than waited for;
+// - a folder, a block device, a socket, a symlink loop or into a missing folder: refused, untouched.
+// Durability::synced (the default) also fsyncs a replaced file and its folder before returning;
+// Durability::deferred does not (a training run writes checkpoints every epoch, and an fsync costs
+// milliseconds: it calls sync_to_disk once at the end).
 enum class Durability { synced, deferred };
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            Durability durability = Durability::synced);

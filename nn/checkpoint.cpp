@@ -39,18 +39,8 @@ void check_format(const std::string& path, const Checkpoint& checkpoint) {
 
 // Refuses a tensor holding a NaN or an infinity, naming it and the first such element.
 void check_finite(const std::string& path, const NamedTensors& tensors) {
-  for (const auto& named : tensors) {  // not a structured binding: clang 14 cannot capture those
-    const std::string& name = named.first;
-    const Tensor& tensor = named.second;
-    if (!is_floating(tensor.dtype())) continue;
-    dispatch_floating(tensor.dtype(), "load", [&]<typename T>() {
-      const T* values = tensor.data<T>();
-      for (int64_t i = 0, n = tensor.numel(); i < n; ++i)
-        AG_CHECK(std::isfinite(values[i]),
-                 "{}: tensor '{}' holds {} (element {} of shape {}): the weights are not usable (a diverged run?)",
-                 path, name, static_cast<double>(values[i]), i, shape_str(tensor.shape()));
-    });
-  }
+  const std::string non_finite = first_non_finite(tensors);
+  AG_CHECK(non_finite.empty(), "{}: {}: the weights are not usable (a diverged run?)", path, non_finite);
 }
 
 // Runs `load` and puts the path in front of its error.
@@ -64,6 +54,24 @@ void with_path(const std::string& path, F&& load) {
 }
 
 }  // namespace
+
+std::string first_non_finite(const NamedTensors& tensors) {
+  for (const auto& named : tensors) {  // not a structured binding: clang 14 cannot capture those
+    const std::string& name = named.first;
+    const Tensor& tensor = named.second;
+    if (!is_floating(tensor.dtype())) continue;
+    std::string found;
+    dispatch_floating(tensor.dtype(), "checkpoint", [&]<typename T>() {
+      const T* values = tensor.data<T>();
+      for (int64_t i = 0, n = tensor.numel(); i < n && found.empty(); ++i)
+        if (!std::isfinite(values[i]))
+          found = fmt::format("tensor '{}' holds {} (element {} of shape {})", name, static_cast<double>(values[i]), i,
+                              shape_str(tensor.shape()));
+    });
+    if (!found.empty()) return found;
+  }
+  return "";
+}
 
 std::string checkpoint_bytes(const Module& module, const std::string& config, const Optimizer* optimizer,
                              const std::map<std::string, std::string>& metadata) {
@@ -82,6 +90,9 @@ std::string checkpoint_bytes(const Module& module, const std::string& config, co
     for (const auto& [name, tensor] : optimizer->state_dict())
       tensors.emplace_back(fmt::format("{}{}", kOptimizerPrefix, name), tensor);
   }
+  const std::string non_finite = first_non_finite(tensors);
+  AG_CHECK(non_finite.empty(), "checkpoint: {}: a checkpoint holding it could not be loaded, so none is written",
+           non_finite);
   return safetensors_bytes(tensors, header);
 }
 

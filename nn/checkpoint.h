@@ -27,8 +27,14 @@ struct Checkpoint {
   const std::string& config() const { return metadata.at("config"); }
 };
 
+// The first tensor holding a NaN or an infinity, named with the element ("tensor 'w' holds nan
+// (element 3 of shape (2,4))"), or "" when all are finite.
+std::string first_non_finite(const NamedTensors& tensors);
+
 // The checkpoint file's bytes. `config` must be valid JSON; `metadata` may not use the reserved
-// keys above. The Trainer writes one set of bytes to last and best.
+// keys above; every floating tensor must be finite (a checkpoint that could not be loaded is never
+// written; the Trainer checks first and reports divergence). The Trainer writes one
+// set of bytes to last and best.
 std::string checkpoint_bytes(const Module& module, const std::string& config, const Optimizer* optimizer = nullptr,
                              const std::map<std::string, std::string>& metadata = {});
 // Writes checkpoint_bytes atomically (temporary file, then rename): a crash leaves the old file or the new one.

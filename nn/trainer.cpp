@@ -214,15 +214,36 @@ std::vector<std::vector<int64_t>> TrainTask::batches(const std::vector<int64_t>&
   return batches;
 }
 
-// "iteration N" (steps_per_epoch) or "epoch E, step S": the step `step` of `epoch` (from 1).
-std::string Trainer::where(int64_t epoch, int64_t step) const {
-  return options_.steps_per_epoch > 0 ? fmt::format("iteration {}", (epoch - 1) * options_.steps_per_epoch + step)
-                                      : fmt::format("epoch {}, step {}", epoch, step);
+// Where training is, in the run's own units: "iteration N" (a run of iterations, as charlm's) or
+// "epoch E, step S".
+std::string Trainer::position(int64_t epoch, int64_t step) const {
+  if (options_.steps_per_epoch > 0) return fmt::format("iteration {}", (epoch - 1) * options_.steps_per_epoch + step);
+  return fmt::format("epoch {}, step {}", epoch, step);
+}
+
+// "training diverged: WHAT; " and what the folder keeps: the last finite checkpoint, or nothing.
+TrainingDiverged Trainer::diverged(const std::string& what) const {
+  std::string kept = "nothing was saved (no --out)";
+  if (!options_.out_dir.empty())
+    kept = saved_.empty()
+               ? fmt::format("this run wrote no checkpoint: {} is as it was", options_.out_dir)
+               : fmt::format("{}/last.safetensors keeps the last finite state, after {}", options_.out_dir, saved_);
+  return TrainingDiverged(fmt::format("training diverged: {}; {}", what, kept));
+}
+
+// Divergence a loss may not show yet: a weight or optimizer state that is not finite. Checked on
+// every rank (they hold the same state) before each checkpoint, which could not be loaded.
+void Trainer::check_state_finite(int64_t epoch, int64_t step) const {
+  NamedTensors state = model_.state_dict();
+  for (const auto& [name, tensor] : optimizer_.state_dict()) state.emplace_back(kOptimizerPrefix + name, tensor);
+  if (const std::string found = first_non_finite(state); !found.empty())
+    throw diverged(fmt::format("after {}, {}", position(epoch, step), found));
 }
 
 TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
   int signal = stop_signal.exchange(0);
   if (signal == 0) signal = SIGTERM;  // another rank got it
+  check_state_finite(epoch, step);
   std::string kept = "no checkpoint was written";
   if (!options_.out_dir.empty()) {
     std::map<std::string, std::string> meta = checkpoint_metadata();
@@ -233,7 +254,7 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
     write_config();
     kept = fmt::format("{}/last.safetensors holds it (continue with --resume)", options_.out_dir);
   }
-  return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), where(epoch, step), kept),
+  return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), position(epoch, step), kept),
                              signal);
 }
 
@@ -265,11 +286,9 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
     if (reducer_ && part == parts - 1) reducer_->arm();  // this backward finishes the gradients
     loss.backward(whole ? Tensor() : full(loss.shape(), share, loss.dtype()));
   }
-  if (reducer_) reducer_->finish(step_numbers, where(epoch, step + 1));
+  if (reducer_) reducer_->finish(step_numbers, position(epoch, step + 1));
   const double value = step_numbers[0];
-  if (!std::isfinite(value))
-    throw TrainingDiverged(
-        fmt::format("training diverged: the loss is {} at epoch {}, step {}", value, epoch, step + 1));
+  if (!std::isfinite(value)) throw diverged(fmt::format("the loss is {} at {}", value, position(epoch, step + 1)));
   if (options_.clip_grad_norm > 0) clip_grad_norm(optimizer_.params(), options_.clip_grad_norm);
   optimizer_.step();
   loss_sum_ += value * static_cast<double>(global_rows);
@@ -349,10 +368,12 @@ void Trainer::save_epoch(const EpochRecord& record, bool best) {
   write_config();
   if (best) write_file_atomically(options_.out_dir + "/best.safetensors", checkpoint, Durability::deferred);
   write_metrics();
+  saved_ = position(record.epoch, steps_in_epoch(record.epoch));
 }
 
-// The task's metrics over its evaluation set, each rank evaluating its shard.
-std::map<std::string, double> Trainer::evaluate() {
+// The task's metrics over its evaluation set, each rank evaluating its shard. A metric that is not
+// finite (a validation loss of NaN) is divergence.
+std::map<std::string, double> Trainer::evaluate(int64_t epoch) {
   NoGradGuard no_grad;
   model_.eval();
   const MetricSums sums = task_.evaluate(shard_);
@@ -370,6 +391,9 @@ std::map<std::string, double> Trainer::evaluate() {
   size_t at = 0;
   for (const auto& [name, _] : sums) {
     metrics[name] = flat[at] / flat[at + 1];
+    if (flat[at + 1] > 0 && !std::isfinite(metrics[name]))
+      throw diverged(
+          fmt::format("the validation {} is {} after {}", name, metrics[name], position(epoch, steps_in_epoch(epoch))));
     at += 2;
   }
   return metrics;
@@ -406,7 +430,7 @@ std::vector<EpochRecord> Trainer::fit() {
 
 std::vector<EpochRecord> Trainer::run_epochs() {
   for (int64_t epoch = static_cast<int64_t>(history_.size()) + 1; epoch <= options_.epochs; ++epoch) {
-    EpochRecord record{epoch, train_epoch(epoch), evaluate()};
+    EpochRecord record{epoch, train_epoch(epoch), evaluate(epoch)};
     if (options_.steps_per_epoch > 0) {
       record.metrics["iter"] = static_cast<double>((epoch - 1) * options_.steps_per_epoch + steps_in_epoch(epoch));
       record.metrics["lr"] = optimizer_.lr();
@@ -415,6 +439,7 @@ std::vector<EpochRecord> Trainer::run_epochs() {
     if (best) best_score_ = score(record);
     history_.push_back(record);
     check_ranks_agree(fmt::format("after epoch {}", epoch));
+    check_state_finite(epoch, steps_in_epoch(epoch));
     if (!options_.out_dir.empty()) save_epoch(record, best);
   }
   return history_;

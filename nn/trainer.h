@@ -84,7 +84,8 @@ struct EpochRecord {
   // No wall time: metrics.csv and checkpoints must be the same bytes for the same seed.
 };
 
-// A non-finite loss: training stopped, the last good checkpoints are untouched.
+// A non-finite loss, validation metric, weight or optimizer state: training stopped, the last
+// finite checkpoints are untouched (none with a non-finite tensor is ever written).
 class TrainingDiverged : public Error {
  public:
   using Error::Error;
@@ -119,10 +120,12 @@ class Trainer {
   std::vector<std::vector<int64_t>> draw_batches(int64_t epoch);
   double train_epoch(int64_t epoch);
   bool train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step);  // adds to loss_sum_
-  std::map<std::string, double> evaluate();
+  std::map<std::string, double> evaluate(int64_t epoch);
   void check_ranks_agree(const std::string& when) const;
   TrainingInterrupted interrupted(int64_t epoch, int64_t step);
-  std::string where(int64_t epoch, int64_t step) const;
+  std::string position(int64_t epoch, int64_t step) const;
+  TrainingDiverged diverged(const std::string& what) const;
+  void check_state_finite(int64_t epoch, int64_t step) const;
   std::map<std::string, std::string> checkpoint_metadata() const;
   void save_epoch(const EpochRecord& record, bool best);
   void write_config() const;
@@ -140,6 +143,7 @@ class Trainer {
   int64_t resume_step_ = 0;  // steps of the current epoch a mid-epoch checkpoint had done
   double resume_loss_sum_ = 0;
   double loss_sum_ = 0;  // of the current epoch's steps so far
+  std::string saved_;    // the position this run's last.safetensors holds ("" before it writes one)
   std::vector<double> step_seconds_;
   dist::Shard shard_;                               // this process's part of each batch
   std::unique_ptr<dist::GradientReducer> reducer_;  // with more than one rank

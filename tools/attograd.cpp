@@ -106,6 +106,9 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   } catch (const ag::nn::TrainingDiverged& e) {  // every rank of a data-parallel job stops here: rank 0 says it
     if (ag::nn::dist::is_root()) std::cerr << "attograd: error: " << e.what() << "\n";
     return 3;
+  } catch (const ag::cli::UsageError& e) {  // flags that contradict each other: as a parse error
+    if (ag::nn::dist::is_root()) std::cerr << "attograd: error: " << e.what() << "\n";
+    return 2;
   } catch (const ag::nn::TrainingInterrupted& e) {  // likewise
     if (ag::nn::dist::is_root()) std::cerr << "attograd: " << e.what() << "\n";
     return 128 + e.signal;             // as a shell reports a process the signal ended: 130 for SIGINT

@@ -87,9 +87,21 @@ struct Block {
   AttentionKernel kernel = AttentionKernel::automatic;
 };
 
-Block make_block(const Shape& s) {
+// "B,T,d,h" → {B, T, d, h}: positive sizes, h dividing d.
+Shape parse_attention_shape(const std::string& text) {
+  std::string sizes = text;
+  std::replace(sizes.begin(), sizes.end(), ',', 'x');
+  Shape s;
+  try {
+    s = parse_shape(sizes);
+  } catch (const Error&) {
+  }
   AG_CHECK(s.size() == 4 && s[0] > 0 && s[1] > 0 && s[2] > 0 && s[3] > 0 && s[2] % s[3] == 0,
-           "bench attention: expected --shape B,T,d,h with positive sizes and h dividing d, got {}", shape_str(s));
+           "--shape: expected B,T,d,h with positive sizes and h dividing d, got '{}'", text);
+  return s;
+}
+
+Block make_block(const Shape& s) {
   Generator gen(0);
   const double bound = 1 / std::sqrt(static_cast<double>(s[2]));  // nn.Linear's init range
   auto weight = [&](Shape shape) { return add(mul(rand(shape, DType::f32, gen), 2 * bound), -bound).requires_grad_(); };
@@ -129,9 +141,7 @@ std::pair<double, double> time_ms(const std::function<void()>& f, int iters) {
 }
 
 int run_attention(const BenchArgs& args) {
-  std::string text = args.shape;
-  std::replace(text.begin(), text.end(), ',', 'x');
-  Block b = make_block(parse_shape(text));
+  Block b = make_block(parse_attention_shape(args.shape));
   b.kernel = parse_kernel(args.kernel);
   const int iters = b.T <= 6 ? args.iters * 10 : args.iters;  // as the peer: more for the tiny shapes
   const auto [fwd, fwd_min] = time_ms(
@@ -214,21 +224,31 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("workload", args->workload, "What to time: attention (the block) or transformer (a training step)")
       ->required()
       ->check(CLI::IsMember({"attention", "transformer"}));
-  cmd->add_option("--shape", args->shape, "attention: B,T,d,h: batch, tokens, model width, heads")
-      ->capture_default_str();
+  CLI::Option* shape = cmd->add_option("--shape", args->shape, "attention: B,T,d,h: batch, tokens, model width, heads")
+                           ->capture_default_str();
   cmd->add_option("--iters", args->iters, "Timed iterations (x10 for T <= 6)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->add_option("--kernel", args->kernel,
-                  "attention: the op's kernel (Note [streaming attention] in engine/ops/attention.h)")
-      ->check(CLI::IsMember({"automatic", "streaming", "materialising"}))
-      ->capture_default_str();
+  CLI::Option* kernel =
+      cmd->add_option("--kernel", args->kernel,
+                      "attention: the op's kernel (Note [streaming attention] in engine/ops/attention.h)")
+          ->check(CLI::IsMember({"automatic", "streaming", "materialising"}))
+          ->capture_default_str();
   cmd->add_option("--precision", args->precision,
                   "f32, or bf16: the products with bf16 operands (ag::AutocastGuard; CPUs with AVX512_BF16)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "One JSON object: name, shape, threads, kernel, times (ms), GFLOP, GFLOP/s, peak_rss_mb");
+  cmd->callback([args, shape, kernel] {  // usage errors (exit 2) before any work
+    if (args->workload == "transformer" && shape->count() + kernel->count() > 0)
+      throw CLI::ValidationError("--shape and --kernel", "apply to `bench attention` only, not to `bench transformer`");
+    try {
+      parse_attention_shape(args->shape);
+    } catch (const Error& e) {
+      throw CLI::ValidationError(e.what());
+    }
+  });
   return {cmd, [args] {
             const AutocastGuard autocast(args->precision == "bf16");
             return args->workload == "attention" ? run_attention(*args) : run_transformer(*args);

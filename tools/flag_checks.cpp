@@ -95,4 +95,10 @@ const CLI::Validator kPath(
     },
     "PATH");
 
+void check_heads_divide(int64_t heads, const std::string& heads_flag, int64_t width, const std::string& width_flag) {
+  if (heads > 0 && width % heads == 0) return;
+  throw UsageError(fmt::format("{} {} does not divide {} {}: the heads split the width evenly; choose a divisor of {}",
+                               heads_flag, heads, width_flag, width, width));
+}
+
 }  // namespace ag::cli

@@ -5,6 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <string>
+
+#include "engine/error.h"
 
 namespace ag::cli {
 
@@ -21,5 +24,16 @@ CLI::Validator number(double min, double max);
 extern const CLI::Validator kPositive;
 // A path: not empty, valid UTF-8 (it is stored in config.json and named in messages).
 extern const CLI::Validator kPath;
+
+// Flags that contradict each other once the defaults and a resumed run's carried-over values are
+// in, found by a command before any work: the program prints the message and exits 2, as for a
+// flag CLI11 refuses.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+// Refuses `heads` that do not divide `width` (attention splits the width among the heads), naming
+// both flags and values.
+void check_heads_divide(int64_t heads, const std::string& heads_flag, int64_t width, const std::string& width_flag);
 
 }  // namespace ag::cli

@@ -12,7 +12,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
-targets=(safetensors tsv cli run)
+targets=(safetensors tsv cli run g2p)
 
 # Not in setup.sh: CI does not fuzz. Debian 12: clang 14, its libFuzzer/sanitizer runtimes, and
 # LLVM's OpenMP (clang's -fopenmp links libomp).

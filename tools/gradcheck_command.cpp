@@ -70,16 +70,27 @@ Command add_gradcheck_command(CLI::App& app) {
   auto* all = cmd->add_flag("--all", args->all, "Check every registered op on all its shape sets");
   auto* list = cmd->add_flag("--list", args->list, "List the registered ops");
   auto* op = cmd->add_option("--op", args->op, "Check one op (see --list)");
-  cmd->add_option("--shapes", args->shapes, "Input shapes for --op, e.g. 4x5,5 ('scalar' for 0-d)")->needs(op);
+  auto* shapes =
+      cmd->add_option("--shapes", args->shapes, "Input shapes for --op, e.g. 4x5,5 ('scalar' for 0-d)")->needs(op);
   cmd->add_flag("--verbose", args->verbose, "Print the worst elements of every row, not only of failures");
   cmd->add_flag("--second-order", args->second_order,
                 "Check the gradient of the gradient (gradgradcheck) instead; --all skips the ops --list marks as "
                 "having no double backward");
   all->excludes(op)->excludes(list);
   list->excludes(op);
-  cmd->callback([all, list, op] {
+  cmd->callback([args, all, list, op, shapes] {
     if (all->count() + list->count() + op->count() == 0)
       throw CLI::ValidationError("gradcheck", "expected one of --all, --op NAME or --list");
+    if (op->count() == 0) return;
+    // Usage errors (exit 2) before any work: an unknown op, shapes that do not parse or do not fit it.
+    try {
+      const OpEntry& entry = Registry::global().find(args->op);
+      if (shapes->count() == 0) return;
+      AG_CHECK(!args->shapes.empty(), "--shapes: expected input shapes such as 4x5,5, got ''");
+      check_op_shapes(entry, parse_shape_list(args->shapes));
+    } catch (const Error& e) {
+      throw CLI::ValidationError(e.what());
+    }
   });
   return {cmd, [args] { return run(*args); }};
 }

@@ -40,17 +40,15 @@ std::string read_file(const std::filesystem::path& path) {
   return bytes.str();
 }
 
-// Runs `dot -Tsvg` on the DOT text and writes the drawing to `out`, or returns it when `out` is
-// empty. Both of dot's files are made by create_temporary_file (exclusively: a symlink planted
-// under a predictable name is never followed) beside `out`, or in the temporary folder for stdout;
-// the drawing is renamed into place, so `out` is never a partial file.
-std::string render_svg(const std::string& dot, const std::string& out) {
+// Runs `dot -Tsvg` on the DOT text and returns the drawing. Both of dot's files are made by
+// create_temporary_file (exclusively: a symlink planted under a predictable name is never followed)
+// in the temporary folder, and removed.
+std::string render_svg(const std::string& dot) {
   AG_CHECK(std::system("command -v dot > /dev/null 2>&1") == 0,
            "graph: --format svg needs Graphviz's `dot` on the PATH (Debian package graphviz; tools/setup.sh installs "
            "it); use --format dot and render it elsewhere");
   std::error_code error;
-  const std::string stem =
-      out.empty() ? (std::filesystem::temp_directory_path(error) / "attograd-graph").string() : out;
+  const std::string stem = (std::filesystem::temp_directory_path(error) / "attograd-graph").string();
   const std::string input = create_temporary_file(stem + ".dot");
   const std::string target = create_temporary_file(stem + ".svg");
   const auto remove_both = [&] {
@@ -58,31 +56,16 @@ std::string render_svg(const std::string& dot, const std::string& out) {
     std::filesystem::remove(target, error);
   };
   try {
-    write_file_atomically(input, dot);
+    write_file_atomically(input, dot, Durability::deferred);
   } catch (...) {
     remove_both();
     throw;
   }
   const int status = std::system(("dot -Tsvg " + shell_quoted(input) + " -o " + shell_quoted(target)).c_str());
-  if (status != 0) {
-    remove_both();
-    fail("graph: `dot -Tsvg` could not write {} (exit status {})", out.empty() ? target : out, status);
-  }
-  std::filesystem::remove(input, error);
-  if (out.empty()) {
-    std::string svg = read_file(target);
-    std::filesystem::remove(target, error);
-    return svg;
-  }
-  sync_to_disk({target});  // temporary, fsync, rename: as write_file_atomically does
-  std::filesystem::rename(target, out, error);
-  if (error) {
-    const std::string why = error.message();
-    std::filesystem::remove(target, error);
-    fail("graph: could not move {} into place as {}: {}", target, out, why);
-  }
-  sync_to_disk({out});  // the folder's new entry
-  return "";
+  std::string svg = status == 0 ? read_file(target) : "";
+  remove_both();
+  AG_CHECK(status == 0, "graph: `dot -Tsvg` could not draw the graph (exit status {})", status);
+  return svg;
 }
 
 // One training step's loss, the names of its model's parameters, and the model, kept alive while
@@ -116,7 +99,7 @@ int export_page(const GraphOptions& options, const std::function<TaskStep()>& ma
   step.loss.backward();
   const std::string note = fmt::format("{}: {} nodes, {} ran in backward; loss {:.6g}", title,
                                        recorder.graph().nodes.size(), recorder.backward().size(), step.loss.item());
-  const std::string page = step_page_html(recorder, render_svg(graph_dot(recorder.graph()), ""), title, note);
+  const std::string page = step_page_html(recorder, render_svg(graph_dot(recorder.graph())), title, note);
   if (options.out.empty()) {
     std::cout << page << std::flush;
   } else {
@@ -134,11 +117,11 @@ int export_graph(const GraphOptions& options, const std::function<TaskStep()>& m
   const TaskStep step = make_step();
   const Graph graph = capture_graph(step.loss, step.names);
   std::string text = options.format == "text" ? graph_text(graph) : graph_dot(graph);
-  if (options.format == "svg") text = render_svg(text, options.out);
+  if (options.format == "svg") text = render_svg(text);
   if (options.out.empty()) {
     std::cout << text << std::flush;
   } else {
-    if (options.format != "svg") write_file_atomically(options.out, text);
+    write_file_atomically(options.out, text);
     std::cerr << fmt::format("wrote {} ({} nodes)\n", options.out, graph.nodes.size());
   }
   if (options.trace_backward) {
@@ -186,6 +169,8 @@ Command add_graph_squares(CLI::App* graph) {
             const int64_t chosen_heads = task->model.heads;
             task->model = squares::default_model_config(task->model.model);
             if (heads->count() > 0) task->model.heads = chosen_heads;
+            if (task->model.model == "transformer")
+              check_heads_divide(task->model.heads, "--heads", task->model.d_model, "the transformer's d_model");
             return export_graph(*options, first_step_of(squares::first_step_loss, task),
                                 "squares (" + task->model.model + ")");
           }};
@@ -209,6 +194,7 @@ Command add_graph_sentiment(CLI::App* graph) {
       ->check(kSeed)
       ->capture_default_str();
   return {app, [options, task] {
+            if (task->heads > 0) check_heads_divide(task->heads, "--heads", task->dim, "--dim");
             return export_graph(*options, first_step_of(sentiment::first_step_loss, task), "sentiment");
           }};
 }

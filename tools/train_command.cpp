@@ -85,6 +85,7 @@ Command add_train_sentiment(CLI::App* train) {
   return {app, [app, options] {
             carry_over_settings(app, options->training.resume);
             if (options->dataset == "uci") take_uci_defaults(app, *options);
+            if (options->heads > 0) check_heads_divide(options->heads, "--heads", options->dim, "--dim");
             nn::stop_training_on_signals();
             return sentiment::train(*options);
           }};
@@ -133,6 +134,8 @@ Command add_train_squares(CLI::App* train) {
             if (lr->count() == 0) options->training.lr = squares::default_lr(options->model.model);
             if (options->rng == RngStyle::torch && app->get_option("--seed")->count() == 0)
               options->training.seed = squares::kTorchSetSeed;
+            if (options->model.model == "transformer")
+              check_heads_divide(options->model.heads, "--heads", options->model.d_model, "--d-model");
             nn::stop_training_on_signals();
             return squares::train(*options);
           }};
@@ -183,6 +186,10 @@ Command add_train_charlm(CLI::App* train) {
   app->add_flag("--bias", options->model.bias, "Biases in the Linears and LayerNorms (nanoGPT's train.py: none)");
   return {app, [app, options] {
             carry_over_settings(app, options->training.resume);
+            check_heads_divide(options->model.n_head, "--heads", options->model.n_embd, "--width");
+            if (options->min_lr > options->training.lr)
+              throw UsageError(fmt::format("--min-lr {} is above --lr {}: the cosine decays from --lr down to --min-lr",
+                                           options->min_lr, options->training.lr));
             nn::stop_training_on_signals();
             return charlm::train(*options);
           }};
@@ -217,6 +224,10 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   app->add_flag("--quiet", options.quiet, "No progress bar");
+  app->add_option("--max-memory", options.max_memory_mb,
+                  "Refuse to start when the estimated peak memory (printed at the start) is above this many MB "
+                  "(default: the memory available)")
+      ->check(whole_number(1, int64_t{1} << 40));
   app->add_flag("--trace-backward", options.trace_backward,
                 "Trace the first step's backward on stderr: each node's op, scope, gradient norms and time, then a "
                 "summary by op");

@@ -40,15 +40,18 @@ std::vector<int64_t> Vocabulary::encode(std::u32string_view text, const std::str
       unknown.insert(c);
     }
   }
-  if (!unknown.empty() && !drop_unknown) {
-    std::string listed;
-    for (const char32_t c : unknown) {
-      if (!listed.empty()) listed += ' ';
-      listed += tasks::describe_char(c);
-    }
-    fail("{}: {} character(s) the model's vocabulary does not have: {} (--drop-unknown leaves them out)", source,
-         unknown.size(), listed);
+  if (unknown.empty()) return ids;
+  std::string listed;
+  for (const char32_t c : unknown) {
+    if (!listed.empty()) listed += ' ';
+    listed += tasks::describe_char(c);
   }
+  AG_CHECK(drop_unknown,
+           "{}: {} character(s) the model's vocabulary does not have: {} (--drop-unknown leaves them out)", source,
+           unknown.size(), listed);
+  fmt::print(stderr,
+             "{}: --drop-unknown left out {} of its {} characters ({} the model's vocabulary does not have: {})\n",
+             source, text.size() - ids.size(), text.size(), unknown.size(), listed);
   return ids;
 }
 

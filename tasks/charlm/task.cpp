@@ -15,7 +15,9 @@
 #include "engine/ops/shape.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
+#include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 
@@ -29,13 +31,29 @@ constexpr int64_t kEvalWindowsPerBatch = 128;  // as the peer: memory bounded, r
 struct Text {
   std::string path;
   std::u32string chars;
+  std::string sha256;  // of the file's bytes: recorded in config.json, compared by --resume and eval
 };
 
 Text load_text(const std::string& data) {
-  Text text{data.empty() ? tasks::corpus_path("moby-dick.txt") : data, {}};
-  text.chars = tasks::decode_utf8(tasks::read_text_file(text.path), text.path);
+  constexpr const char* kMobyDick = "moby-dick.txt";
+  Text text{data.empty() ? tasks::corpus_path(kMobyDick) : data, {}, {}};
+  const std::string bytes = data.empty() ? tasks::read_corpus(kMobyDick) : tasks::read_data_file(data);
+  text.sha256 = tasks::sha256_hex(bytes);
+  text.chars = tasks::decode_utf8(tasks::as_text(bytes, text.path), text.path);
   AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
   return text;
+}
+
+// The text a checkpoint's run trained on (its config's "data"; "" is Moby-Dick), saying where the
+// path came from when it cannot be read.
+Text checkpoint_data(const nlohmann::json& config, const std::string& checkpoint) {
+  const std::string data = tasks::config_string(config, "data", checkpoint, "");
+  try {
+    return load_text(data);
+  } catch (const Error& e) {
+    fail("{} (the data path is the one the checkpoint {} was trained on; --data FILE evaluates on another text)",
+         e.what(), checkpoint);
+  }
 }
 
 // (B, T) windows of `ids` starting at `starts`, shifted by `shift` (0: inputs, 1: targets).
@@ -113,23 +131,37 @@ nlohmann::json model_json(const nn::GPTConfig& c) {
 }
 
 nn::GPTConfig model_config_of(const nlohmann::json& config, const std::string& source) {
-  nn::GPTConfig c;
-  try {
-    c = {.vocab_size = config.at("vocab_size").get<int64_t>(),
-         .block_size = config.at("block_size").get<int64_t>(),
-         .n_layer = config.at("n_layer").get<int64_t>(),
-         .n_head = config.at("n_head").get<int64_t>(),
-         .n_embd = config.at("n_embd").get<int64_t>(),
-         .dropout = config.at("dropout").get<double>(),
-         .bias = config.at("bias").get<bool>()};
-  } catch (const nlohmann::json::exception&) {
-    fail(
-        "{}: the checkpoint's config lacks a GPT size or has one of the wrong type (expected vocab_size, "
-        "block_size, n_layer, n_head, n_embd, dropout, bias)",
-        source);
-  }
+  const nn::GPTConfig c{.vocab_size = tasks::config_whole(config, "vocab_size", source),
+                        .block_size = tasks::config_whole(config, "block_size", source),
+                        .n_layer = tasks::config_whole(config, "n_layer", source),
+                        .n_head = tasks::config_whole(config, "n_head", source),
+                        .n_embd = tasks::config_whole(config, "n_embd", source),
+                        .dropout = tasks::config_number(config, "dropout", source),
+                        .bias = tasks::config_bool(config, "bias", source)};
   check_model_config(c, source);
   return c;
+}
+
+// Note [memory estimate] for the GPT, in f32 values: a training step keeps per layer about 20·B·T·C
+// (the layer norms, q, k, v, the attention's output, the MLP's 4C in and out, the residuals) and
+// 3·B·H·T² (scores, weights, their gradient), then 3·B·T·V for the logits, their softmax and
+// gradient; an evaluation chunk of kEvalWindowsPerBatch windows holds one layer's work at a time and
+// its logits.
+tasks::MemoryEstimate memory_estimate(const nn::GPTConfig& c, const tasks::TrainingOptions& training,
+                                      int64_t parameters) {
+  const auto B = static_cast<double>(training.batch_size) / static_cast<double>(training.micro_batches);
+  const auto T = static_cast<double>(c.block_size), C = static_cast<double>(c.n_embd),
+             H = static_cast<double>(c.n_head), V = static_cast<double>(c.vocab_size),
+             L = static_cast<double>(c.n_layer), W = static_cast<double>(kEvalWindowsPerBatch);
+  return {.task = "charlm",
+          .parameters = parameters,
+          .step_bytes = 4 * (L * (20 * B * T * C + 3 * B * H * T * T) + 3 * B * T * V + 4 * B * T * C),
+          .step_settings = fmt::format("--batch-size {} x --block-size {} (with --width {}, --layers {}, --heads {} "
+                                       "and the text's {} distinct characters)",
+                                       training.batch_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.vocab_size),
+          .eval_bytes = 4 * (W * T * (8 * C + 2 * H * T) + 2 * W * T * V),
+          .eval_settings = fmt::format("{} windows of --block-size {} (the text's {} distinct characters)", W,
+                                       c.block_size, c.vocab_size)};
 }
 
 std::string task_settings(const CharLMOptions& o, const nn::GPTConfig& model, const Text& text) {
@@ -138,6 +170,7 @@ std::string task_settings(const CharLMOptions& o, const nn::GPTConfig& model, co
                    {"model", "gpt"},
                    {"data", text.path},
                    {"data_chars", text.chars.size()},
+                   {"data_sha256", text.sha256},
                    {"iters", o.iters},
                    {"eval_interval", o.eval_interval},
                    {"warmup_iters", o.warmup_iters},
@@ -158,8 +191,7 @@ struct Trained {
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
   nlohmann::json config = parse_json(checkpoint.config(), path);
-  AG_CHECK(config.value("task", "") == "charlm", "{}: a checkpoint of task '{}', expected 'charlm'", path,
-           config.value("task", "?"));
+  tasks::check_checkpoint_task(config, "charlm", path);
   AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint has no vocabulary", path);
   Vocabulary vocabulary = Vocabulary::from_utf8(checkpoint.metadata.at("vocabulary"), path);
   const nn::GPTConfig model_config = model_config_of(config, path);
@@ -325,6 +357,8 @@ int train(const CharLMOptions& options) {
   fmt::print("GPT: {} parameters ({} layers, {} heads, width {}, block {})\n", model.num_parameters(), config.n_layer,
              config.n_head, config.n_embd, T);
 
+  tasks::check_memory(memory_estimate(config, options.training, model.num_parameters()),
+                      options.training.max_memory_mb);
   CharLMTask task(model, split);
   tasks::TrainingOptions training = options.training;
   training.epochs = (options.iters + options.eval_interval - 1) / options.eval_interval;  // evaluations
@@ -363,8 +397,13 @@ int eval(const EvalOptions& options) {
   Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "val" || options.split == "train" || options.split == "all",
            "eval charlm: --split must be val, train or all, got '{}'", options.split);
-  const std::string data = options.data.empty() ? trained.config.value("data", "") : options.data;
-  const Text text = load_text(data);
+  const Text text =
+      options.data.empty() ? checkpoint_data(trained.config, options.checkpoint) : load_text(options.data);
+  const std::string trained_on = tasks::config_string(trained.config, "data_sha256", options.checkpoint, "");
+  if (!trained_on.empty() && trained_on != text.sha256)
+    fmt::print(stderr,
+               "note: {} is not the data {} was trained on (sha256 {}, the run's {}): its split is not the run's\n",
+               text.path, options.checkpoint, text.sha256, trained_on);
   const std::vector<int64_t> ids = trained.vocabulary.encode(text.chars, text.path, options.drop_unknown);
   const Split split = split_90_10(ids);
   const std::vector<int64_t>& part = options.split == "val" ? split.val : options.split == "train" ? split.train : ids;

@@ -5,8 +5,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "engine/error.h"
+#include "tasks/common/text.h"
 
 namespace ag::tasks {
 
@@ -35,6 +37,28 @@ std::string sha256_hex(std::string_view bytes) {
   std::string hex;
   for (unsigned int k = 0; k < length; ++k) hex += fmt::format("{:02x}", digest[k]);
   return hex;
+}
+
+std::string pinned_sha256(const std::string& name) {
+  static const std::map<std::string, std::string> pinned = {
+      {"moby-dick.txt", "fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f67240"},
+      {"uci-sentiment/amazon.json", "bc5eb0cac49fc45987301f1dc2d02cf5ca356ba6c882be179dce77d74e666ed9"},
+      {"uci-sentiment/imdb.json", "44a7b9082ed732ee2de3c858ea5ee2e99aca34f239a1c4359d3a300bf099bdb5"},
+      {"uci-sentiment/yelp.json", "9f3f47983f21eeb819380767b74bfa648eca208f156241111454b3e122773ff7"},
+      {"cmudict/index.js", "ef8b2b976d2e5801b7541ebcc7714f538d1ffa0ebb28645259536e2666bd2948"}};
+  const auto it = pinned.find(name);
+  return it == pinned.end() ? "" : it->second;
+}
+
+std::string read_corpus(const std::string& name) {
+  const std::string path = corpus_path(name);
+  std::string bytes = read_data_file(path);
+  const std::string expected = pinned_sha256(name), found = sha256_hex(bytes);
+  AG_CHECK(expected.empty() || found == expected,
+           "{}: the cached corpus has sha256 {}, expected the pinned {} (damaged or edited: tools/fetch_data.sh "
+           "fetches it again; give your own data with --data FILE)",
+           path, found, expected);
+  return bytes;
 }
 
 }  // namespace ag::tasks

@@ -139,8 +139,10 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+bool is_control(char32_t c) { return c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0); }
+
 std::string describe_char(char32_t c) {
-  if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
+  if (is_control(c)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
   return fmt::format("'{}' (U+{:04X})", tasks::encode_utf8(std::u32string(1, c)), static_cast<uint32_t>(c));
 }
 

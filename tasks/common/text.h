@@ -42,6 +42,9 @@ std::string encode_utf8(std::u32string_view text);
 // bytes that are not UTF-8 are shown as \xNN, so nothing cuts or garbles the message.
 std::string printable(std::string_view text);
 
+// A C0 or C1 control character, or DEL.
+bool is_control(char32_t c);
+
 // How a character reads in a message: itself and its code point if printable ("'a' (U+0061)"),
 // else only its code point ('\n' → "U+000A").
 std::string describe_char(char32_t c);

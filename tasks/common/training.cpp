@@ -45,13 +45,19 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
 }
 
 const std::map<std::string, std::string>& settings_named_otherwise() {
-  static const std::map<std::string, std::string> flags = {
-      {"n_layer", "--layers"},    {"n_head", "--heads"},
-      {"n_embd", "--width"},      {"model", "--model or --heads"},
-      {"vocab_size", "--data"},   {"data_chars", "--data"},
-      {"tokenizer", "--dataset"}, {"embedding_std", "--dataset"},
-      {"source_vocab", "--data"}, {"target_vocab", "--data or --stress"},
-      {"data_words", "--data"}};
+  static const std::map<std::string, std::string> flags = {{"task", "the command, train <task>"},
+                                                           {"n_layer", "--layers"},
+                                                           {"n_head", "--heads"},
+                                                           {"n_embd", "--width"},
+                                                           {"model", "--model or --heads"},
+                                                           {"vocab_size", "--data"},
+                                                           {"data_chars", "--data"},
+                                                           {"data_sha256", "--data, whose content differs"},
+                                                           {"tokenizer", "--dataset"},
+                                                           {"embedding_std", "--dataset"},
+                                                           {"source_vocab", "--data"},
+                                                           {"target_vocab", "--data or --stress"},
+                                                           {"data_words", "--data"}};
   return flags;
 }
 
@@ -120,6 +126,26 @@ std::string resumed_config(const std::string& folder, const std::string& config,
   return current.dump();
 }
 
+// Refuses an --out folder that holds files but no attograd run (no config.json): the user's own
+// files, which a run would overwrite; lists what is there. The lock file alone is a run's.
+void check_empty_or_a_run(const std::string& out) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(out + "/config.json", error)) return;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out, error))
+    if (entry.path().filename() != ".attograd.lock") names.push_back(printable(entry.path().filename().string()));
+  if (names.empty()) return;
+  std::sort(names.begin(), names.end());
+  constexpr size_t kListed = 8;
+  std::string listed;
+  for (size_t i = 0; i < std::min(names.size(), kListed); ++i) listed += (i ? ", " : "") + names[i];
+  if (names.size() > kListed) listed += fmt::format(" and {} more", names.size() - kListed);
+  fail(
+      "--out {}: is not empty and holds no attograd run (no config.json): {}; a run would overwrite such files: "
+      "choose an empty or new folder, or a run's own",
+      out, listed);
+}
+
 // Refuses an --out folder that holds another task's run (by its config.json).
 void check_not_another_run(const std::string& out, const std::string& config) {
   const std::string path = out + "/config.json";
@@ -183,6 +209,7 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
   // Under mpirun, rank 0 alone writes (and locks the folder).
   if (!options.out.empty() && nn::dist::is_root()) {
     create_output_folder(options.out);
+    check_empty_or_a_run(options.out);
     check_not_another_run(options.out, trainer_options.config);
     lock_output_folder(options.out);
   }

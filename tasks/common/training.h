@@ -23,6 +23,7 @@ struct TrainingOptions {
   bool quiet = false;
   bool trace_backward = false;    // trace the first step's backward on stderr (engine/inspect.h)
   bool detect_anomaly = false;    // the first NaN/Inf, forward or backward, stops the run naming its op and scope
+  int64_t max_memory_mb = 0;      // a bound on the estimated peak (tasks/common/memory.h); 0: the memory available
   std::string precision = "f32";  // "bf16": the products under ag::AutocastGuard (engine/autocast.h)
 };
 

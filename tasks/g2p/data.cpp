@@ -151,7 +151,10 @@ int64_t Lexicon::pairs() const {
 }
 
 Lexicon read_cmudict(const std::string& path, bool stress) {
-  const std::string bytes = tasks::read_data_file(path);
+  return parse_cmudict(tasks::read_data_file(path), path, stress);
+}
+
+Lexicon parse_cmudict(std::string_view bytes, const std::string& path, bool stress) {
   const std::string sha = tasks::sha256_hex(bytes);
   const std::vector<std::string> lines = tasks::split_lines(tasks::as_text(bytes, path));
   LexiconBuilder builder(path);
@@ -213,8 +216,10 @@ Lexicon read_cmudict(const std::string& path, bool stress) {
   return lexicon;
 }
 
-Lexicon read_pairs(const std::string& path) {
-  const std::vector<std::string> lines = tasks::split_lines(tasks::read_text_file(path));
+Lexicon read_pairs(const std::string& path) { return parse_pairs(tasks::read_data_file(path), path); }
+
+Lexicon parse_pairs(std::string_view bytes, const std::string& path) {
+  const std::vector<std::string> lines = tasks::split_lines(tasks::as_text(bytes, path));
   AG_CHECK(!lines.empty(), "{}: the file is empty; expected lines `source<TAB>target tokens`", path);
   LexiconBuilder builder(path);
   int64_t merged = 0;
@@ -226,8 +231,8 @@ Lexicon read_pairs(const std::string& path) {
              "{}: expected `source<TAB>target tokens` with exactly one tab, got {}", where, tasks::printable(line));
     const std::u32string characters = tasks::decode_utf8(line, where);
     for (const char32_t c : characters)
-      AG_CHECK(c == U'\t' || !(c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)),
-               "{}: the control character {} is not allowed in a pair", where, tasks::describe_char(c));
+      AG_CHECK(c == U'\t' || !tasks::is_control(c), "{}: the control character {} is not allowed in a pair", where,
+               tasks::describe_char(c));
     const std::string source = line.substr(0, tab);
     Pronunciation target;
     for (std::string& token : tokens_of(std::string_view(line).substr(tab + 1))) {

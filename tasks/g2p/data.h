@@ -33,6 +33,8 @@ struct Lexicon {
 // are then identical are merged. The summary carries the file's sha256 and says whether it is the
 // pinned one (the peer's figures hold for that file only).
 Lexicon read_cmudict(const std::string& path, bool stress);
+// The same rules on a file's bytes (`path` names it in messages and in Lexicon::path).
+Lexicon parse_cmudict(std::string_view bytes, const std::string& path, bool stress);
 
 // At most this many characters (code points) in a source, tokens in a target.
 inline constexpr int64_t kMaxSourceChars = 64;
@@ -45,6 +47,7 @@ inline constexpr int64_t kMaxTargetTokens = 64;
 // side, a control character, a target token "<pad>", "<bos>" or "<eos>", or a side longer than the
 // limits above; an empty file or invalid UTF-8 is an error too.
 Lexicon read_pairs(const std::string& path);
+Lexicon parse_pairs(std::string_view bytes, const std::string& path);
 
 enum class Split { train, val, test };
 

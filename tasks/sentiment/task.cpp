@@ -18,7 +18,10 @@
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"
+#include "tasks/common/checkpoint_config.h"
+#include "tasks/common/corpus.h"
 #include "tasks/common/embedded.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 #include "tasks/sentiment/data.h"
@@ -237,6 +240,9 @@ std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
   settings["vocab_size"] = vocab.size();
   settings["dim"] = o.dim;
   settings["data"] = o.data;
+  // The file's content, so --resume and eval notice a file rewritten in place (the UCI corpus is
+  // pinned: tasks::read_corpus checks it).
+  if (!o.data.empty()) settings["data_sha256"] = tasks::sha256_hex(tasks::read_data_file(o.data));
   settings["val_fraction"] = o.val_fraction;
   settings["optimizer"] = "AdamW";
   settings["weight_decay"] = o.weight_decay;
@@ -301,23 +307,23 @@ struct TrainedClassifier {
   explicit TrainedClassifier(const std::string& path) {
     const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
     const nlohmann::json config = parse_json(checkpoint.config(), path);
-    AG_CHECK(config.value("task", "") == "sentiment", "{}: a checkpoint of task '{}', expected 'sentiment'", path,
-             config.value("task", "?"));
+    tasks::check_checkpoint_task(config, "sentiment", path);
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
+    const ClassifierConfig settings{.dim = tasks::config_whole(config, "dim", path),
+                                    .heads = tasks::config_whole(config, "heads", path, 0),
+                                    .dropout = tasks::config_number(config, "dropout", path, 0.0)};
+    const std::string tokenizer = tasks::config_string(config, "tokenizer", path, "seed002");
     try {
       vocab = Vocabulary(parse_json(checkpoint.metadata.at("vocabulary"), "vocabulary").get<std::vector<std::string>>(),
-                         tokenizer_named(config.value("tokenizer", "seed002")));
-      const ClassifierConfig model_config{.vocab_size = vocab.size(),
-                                          .dim = config.at("dim").get<int64_t>(),
-                                          .heads = config.value("heads", int64_t{0}),
-                                          .dropout = config.value("dropout", 0.0)};
-      model =
-          nn::build_from_config(checkpoint, path, [&] { return std::make_unique<SentimentClassifier>(model_config); });
+                         tokenizer_named(tokenizer));
       epoch = std::stoll(checkpoint.metadata.count("epoch") ? checkpoint.metadata.at("epoch") : "0");
     } catch (const std::exception& e) {  // json's errors name neither the file nor the setting's meaning
-      fail("{}: the checkpoint's vocabulary or model settings (dim, heads, tokenizer) are malformed: {}", path,
-           json_error_text(e));
+      fail("{}: the checkpoint's vocabulary, tokenizer or epoch is malformed: {}", path, json_error_text(e));
     }
+    ClassifierConfig model_config = settings;
+    model_config.vocab_size = vocab.size();
+    model =
+        nn::build_from_config(checkpoint, path, [&] { return std::make_unique<SentimentClassifier>(model_config); });
     nn::load(path, *model);
     model->eval();
   }
@@ -500,6 +506,27 @@ void report_uci(const SentimentOptions& options, const std::vector<Example>& tes
 
 }  // namespace
 
+// Note [memory estimate] for the classifier, in f32 values: a step keeps about 12·B·T·D (embeddings,
+// q, k, v, attention output, their gradients) and 3·B·H·T² (scores, weights, their gradient), T
+// the longest sentence; evaluation runs in batches of at most BatchLimits' rows, without a graph.
+tasks::MemoryEstimate memory_estimate(const SentimentOptions& o, const SentimentClassifier& model,
+                                      const EncodedSentences& train, const EncodedSentences& validation) {
+  size_t longest = 1;
+  for (const EncodedSentences* set : {&train, &validation})
+    for (const size_t length : set->lengths) longest = std::max(longest, length);
+  const auto B = static_cast<double>(o.training.batch_size) / static_cast<double>(o.training.micro_batches);
+  const auto T = static_cast<double>(longest), D = static_cast<double>(o.dim),
+             H = static_cast<double>(std::max<int64_t>(1, o.heads)),
+             rows = static_cast<double>(std::min<size_t>(BatchLimits{}.max_rows, validation.examples.size()));
+  return {.task = "sentiment",
+          .parameters = model.num_parameters(),
+          .step_bytes = 4 * (12 * B * T * D + 3 * B * H * T * T),
+          .step_settings = fmt::format("--batch-size {} x the longest sentence's {} words (with --dim {}, --heads {})",
+                                       o.training.batch_size, longest, o.dim, o.heads),
+          .eval_bytes = 4 * (6 * rows * T * D + 2 * rows * H * T * T),
+          .eval_settings = fmt::format("{} sentences of up to {} words", rows, longest)};
+}
+
 StepLoss first_step_loss(const SentimentOptions& options) {
   const TrainingData data = training_data(options);
   manual_seed(options.training.seed);
@@ -519,6 +546,7 @@ int train(const SentimentOptions& options) {
   SentimentClassifier model(classifier_config(options, vocab.size()));
   nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
   const EncodedSentences train(data.train, vocab), validation(data.validation, vocab);
+  tasks::check_memory(memory_estimate(options, model, train, validation), options.training.max_memory_mb);
   SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options), batch_by_length(options));
   const std::vector<nn::EpochRecord> history = tasks::run_training(
       model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),

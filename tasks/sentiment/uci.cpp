@@ -84,8 +84,8 @@ Corpus read_corpus() {
   std::vector<Example> sentences;
   std::map<std::string, int64_t> dropped;
   for (const std::string source : kSources) {
-    const std::string path = tasks::corpus_path("uci-sentiment/" + source + ".json");
-    SourceFile file = parse_source(tasks::read_data_file(path), source, path);
+    const std::string name = "uci-sentiment/" + source + ".json";
+    SourceFile file = parse_source(tasks::read_corpus(name), source, tasks::corpus_path(name));
     dropped[source] = file.dropped;
     sentences.insert(sentences.end(), file.examples.begin(), file.examples.end());
   }

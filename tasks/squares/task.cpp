@@ -12,6 +12,8 @@
 #include "engine/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
+#include "tasks/common/checkpoint_config.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 #include "tasks/squares/plot.h"
@@ -81,18 +83,12 @@ std::string task_settings(const SquaresOptions& o) {
 }
 
 ModelConfig model_config_of(const nlohmann::json& config, const std::string& path) {
-  for (const char* key : {"model", "heads", "d_model", "ff_units", "layers", "dropout"})
-    AG_CHECK(config.contains(key), "{}: the checkpoint's config has no '{}'", path, key);
-  try {
-    return {.model = config.at("model").get<std::string>(),
-            .heads = config.at("heads").get<int64_t>(),
-            .d_model = config.at("d_model").get<int64_t>(),
-            .ff_units = config.at("ff_units").get<int64_t>(),
-            .layers = config.at("layers").get<int64_t>(),
-            .dropout = config.at("dropout").get<double>()};
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: the checkpoint's model settings have the wrong type: {}", path, json_error_text(e));
-  }
+  return {.model = tasks::config_string(config, "model", path),
+          .heads = tasks::config_whole(config, "heads", path),
+          .d_model = tasks::config_whole(config, "d_model", path),
+          .ff_units = tasks::config_whole(config, "ff_units", path),
+          .layers = tasks::config_whole(config, "layers", path),
+          .dropout = tasks::config_number(config, "dropout", path)};
 }
 
 void write_plots(const std::string& out, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
@@ -142,11 +138,30 @@ ModelConfig default_model_config(const std::string& model) {
 
 double default_lr(const std::string& model) { return model == "transformer" ? 3e-3 : 1e-2; }
 
+// Note [memory estimate] for the squares models, in f32 values: each of a square's 4 corners keeps
+// about 12·W + F per layer (W the attention's width: heads·d_model for seed 004's wide heads; F the
+// feed-forward units) and 3·H·4 attention weights; evaluation decodes the test squares at once.
+tasks::MemoryEstimate memory_estimate(const SquaresOptions& o, int64_t parameters) {
+  const ModelConfig& m = o.model;
+  const double width = static_cast<double>(m.model == "transformer" ? m.d_model : m.heads * m.d_model);
+  const double per_square = 4 * static_cast<double>(m.layers) * 2 *
+                            (12 * width + static_cast<double>(m.ff_units) + 12 * static_cast<double>(m.heads));
+  const auto B = static_cast<double>(o.training.batch_size) / static_cast<double>(o.training.micro_batches);
+  return {.task = "squares",
+          .parameters = parameters,
+          .step_bytes = 4 * B * per_square,
+          .step_settings = fmt::format("--batch-size {} (with --d-model {}, --heads {}, --layers {})",
+                                       o.training.batch_size, m.d_model, m.heads, m.layers),
+          .eval_bytes = 4 * static_cast<double>(o.test_data.n) * per_square,
+          .eval_settings = fmt::format("{} test squares", o.test_data.n)};
+}
+
 int train(const SquaresOptions& options) {
   const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
   const Tensor test_points = points_tensor(generate_squares(data_spec(options.test_data, options.rng)));
   std::unique_ptr<SquaresModel> model = seeded_model(options);
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
+  tasks::check_memory(memory_estimate(options, model->module().num_parameters()), options.training.max_memory_mb);
   SquaresTask task(*model, train_squares, test_points);
   const std::vector<nn::EpochRecord> history = tasks::run_training(
       model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)),
@@ -184,8 +199,7 @@ int eval(const EvalOptions& options) {
   tasks::check_not_an_input(options.predictions, "--predictions", {options.checkpoint});
   const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
   const nlohmann::json config = parse_json(checkpoint.config(), options.checkpoint);
-  AG_CHECK(config.value("task", "") == "squares", "{}: a checkpoint of task '{}', expected 'squares'",
-           options.checkpoint, config.value("task", "?"));
+  tasks::check_checkpoint_task(config, "squares", options.checkpoint);
   const ModelConfig model_config = model_config_of(config, options.checkpoint);
   std::unique_ptr<SquaresModel> model =
       nn::build_from_config(checkpoint, options.checkpoint, [&] { return make_model(model_config); });
@@ -199,7 +213,7 @@ int eval(const EvalOptions& options) {
     save_safetensors(options.predictions, {{"source", data.source}, {"target", data.target}, {"predicted", predicted}},
                      {{"checkpoint", options.checkpoint}});
   fmt::print("MSE {:.6f} on {} squares (seed {}, noise {}), model {} from {}\n", mse, options.data.n, options.data.seed,
-             options.data.noise, config.at("model").get<std::string>(), options.checkpoint);
+             options.data.noise, model_config.model, options.checkpoint);
   return 0;
 }
 

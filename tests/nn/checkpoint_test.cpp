@@ -140,9 +140,19 @@ TEST(Checkpoint, ANaNOrInfiniteTensorIsRefusedByName) {
       NoGradGuard no_grad;
       damaged->parameters()[2].fill_(bad);
     }
-    save(path, *damaged, kConfig, &adam);
+    // Never written by attograd: a checkpoint that could not be loaded.
+    expect_error([&] { save(path, *damaged, kConfig, &adam); }, {"tensor '2.weight' holds", "none is written"});
+    EXPECT_FALSE(std::filesystem::exists(path));
+    // Another writer's such file (the checksum made right) is refused when read.
+    const std::string damaged_path = dir / "damaged.safetensors";
+    save(damaged_path, *model, kConfig, &adam);
+    SafetensorsFile file = load_safetensors(damaged_path);
+    for (auto& [name, tensor] : file.tensors)
+      if (name == "2.weight") tensor = full(tensor.shape(), bad);
+    save_safetensors(damaged_path, file.tensors, file.metadata);
     auto fresh = small_model(2);
-    expect_error([&] { load(path, *fresh); }, {path, "tensor '2.weight' holds", "element 0 of shape (1,8)"});
+    expect_error([&] { load(damaged_path, *fresh); },
+                 {damaged_path, "tensor '2.weight' holds", "element 0 of shape (1,8)"});
   }
   save(path, *model, kConfig, &adam);
   auto fresh = small_model(2);

@@ -106,6 +106,16 @@ edit "$good/last.safetensors" "$ckpt/dim-2e62.safetensors" config dim 4611686018
 edit "$good/last.safetensors" "$ckpt/dim-string.safetensors" config dim '"sixteen"'
 edit "$good/last.safetensors" "$ckpt/vocabulary-object.safetensors" config tokenizer '{"a": 1}'
 edit "$charlm/last.safetensors" "$ckpt/n-embd-2e62.safetensors" config n_embd 4611686018427387904
+edit "$good/last.safetensors" "$ckpt/task-7.safetensors" config task 7
+edit "$squares/last.safetensors" "$ckpt/squares-task-7.safetensors" config task 7
+edit "$charlm/last.safetensors" "$ckpt/charlm-task-7.safetensors" config task 7
+edit "$good/last.safetensors" "$ckpt/dim-string-64.safetensors" config dim '"64"'
+edit "$good/last.safetensors" "$ckpt/dim-1e300.safetensors" config dim 1e300
+edit "$good/last.safetensors" "$ckpt/dropout-string.safetensors" config dropout '"0.1"'
+edit "$squares/last.safetensors" "$ckpt/squares-d-model-float.safetensors" config d_model 16.5
+edit "$charlm/last.safetensors" "$ckpt/charlm-bias-string.safetensors" config bias '"yes"'
+edit "$charlm/last.safetensors" "$ckpt/charlm-n-head-2e64.safetensors" config n_head 18446744073709551615
+edit "$charlm/last.safetensors" "$ckpt/charlm-data-missing.safetensors" config data '"/nonexistent/moby.txt"'
 # A 1 GB file (sparse: no disk) whose header length is 0, one whose length is 150 MB.
 cp "$ckpt/length-0.safetensors" "$ckpt/big-length-0.safetensors" && truncate -s 1G "$ckpt/big-length-0.safetensors"
 edit "$good/last.safetensors" "$ckpt/big-length.safetensors" header-length 150000000
@@ -185,31 +195,55 @@ bad "squares config: 200,000 heads" 1 "larger model than the tensors the file ho
 bad "squares config: d_model 2^62" 1 "more elements than a tensor can hold" -- "$attograd" eval squares --checkpoint "$ckpt/d-model-2e62.safetensors"
 bad "squares config: 100,000 layers" 1 "larger model than the tensors the file holds" -- "$attograd" eval squares --checkpoint "$ckpt/layers-100000.safetensors"
 bad "sentiment config: dim 2^62" 1 "more elements than a tensor can hold" -- "${eval_s[@]}" "$ckpt/dim-2e62.safetensors"
-bad "sentiment config: dim a string" 1 "model settings (dim, heads, tokenizer) are malformed: type must be number" -- "${eval_s[@]}" "$ckpt/dim-string.safetensors"
-bad "sentiment config: tokenizer an object" 1 "are malformed" -- "${eval_s[@]}" "$ckpt/vocabulary-object.safetensors"
+bad "sentiment config: dim a string" 1 "dim-string.safetensors: the checkpoint's config has \"dim\": \"sixteen\", expected a whole number" -- "${eval_s[@]}" "$ckpt/dim-string.safetensors"
+bad "sentiment config: tokenizer an object" 1 "the checkpoint's config has \"tokenizer\": {\"a\":1}, expected a string" -- "${eval_s[@]}" "$ckpt/vocabulary-object.safetensors"
 bad "charlm config: n_embd 2^62" 1 "model sizes out of range" -- "$attograd" sample --checkpoint "$ckpt/n-embd-2e62.safetensors" --tokens 3
+# Config values of the wrong type or range: the file, the key and the value, not the JSON library's text.
+bad "sentiment config: task 7" 1 "task-7.safetensors: the checkpoint's config has \"task\": 7, expected a string" -- "${eval_s[@]}" "$ckpt/task-7.safetensors"
+bad "squares config: task 7" 1 "the checkpoint's config has \"task\": 7, expected a string" -- "$attograd" eval squares --checkpoint "$ckpt/squares-task-7.safetensors"
+bad "charlm config: task 7" 1 "the checkpoint's config has \"task\": 7, expected a string" -- "$attograd" sample --checkpoint "$ckpt/charlm-task-7.safetensors" --tokens 3
+bad "sentiment config: dim \"64\"" 1 "dim-string-64.safetensors: the checkpoint's config has \"dim\": \"64\", expected a whole number" -- "${eval_s[@]}" "$ckpt/dim-string-64.safetensors"
+bad "sentiment config: dim 1e300" 1 "the checkpoint's config has \"dim\": 1e+300, expected a whole number" -- "${eval_s[@]}" "$ckpt/dim-1e300.safetensors"
+bad "sentiment config: dropout a string" 1 "has \"dropout\": \"0.1\", expected a finite number" -- "$attograd" predict sentiment --checkpoint "$ckpt/dropout-string.safetensors" "a film"
+bad "squares config: d_model 16.5" 1 "has \"d_model\": 16.5, expected a whole number" -- "$attograd" eval squares --checkpoint "$ckpt/squares-d-model-float.safetensors"
+bad "charlm config: bias a string" 1 "has \"bias\": \"yes\", expected true or false" -- "$attograd" sample --checkpoint "$ckpt/charlm-bias-string.safetensors" --tokens 3
+bad "charlm config: n_head 2^64 - 1" 1 "has \"n_head\": 18446744073709551615, expected a whole number" -- "$attograd" sample --checkpoint "$ckpt/charlm-n-head-2e64.safetensors" --tokens 3
+bad "eval charlm: the checkpoint's data path is gone" 1 "/nonexistent/moby.txt: cannot open the data file: no such file (the data path is the one the checkpoint $ckpt/charlm-data-missing.safetensors was trained on; --data FILE evaluates on another text)" -- "$attograd" eval charlm --checkpoint "$ckpt/charlm-data-missing.safetensors"
 clean "sentiment config: dim a string" -- "${eval_s[@]}" "$ckpt/dim-string.safetensors"
 clean "sentiment config: tokenizer an object" -- "${eval_s[@]}" "$ckpt/vocabulary-object.safetensors"
 clean "empty checkpoint name" -- "${eval_s[@]}" ""
 
 echo "== gradcheck"
 grad=("$attograd" gradcheck --op)
-bad "sum_keepdim 3x6148914691236517206 (wraps)" 1 "more elements than a tensor can hold" -- "${grad[@]}" sum_keepdim --shapes 3x6148914691236517206
-bad "matmul with one shape" 1 "gradcheck matmul: got 1 input shape(s), expected 2" -- "${grad[@]}" matmul --shapes 4x5
-bad "matmul with one shape, second order" 1 "got 1 input shape(s), expected 2" -- "${grad[@]}" matmul --shapes 4x5 --second-order
-bad "add with three shapes" 1 "gradcheck add: got 3 input shape(s), expected 2" -- "${grad[@]}" add --shapes 2x3,2x3,2x3
+bad "sum_keepdim 3x6148914691236517206 (wraps)" 2 "more elements than a tensor can hold" -- "${grad[@]}" sum_keepdim --shapes 3x6148914691236517206
+bad "matmul with one shape" 2 "gradcheck matmul: got 1 input shape(s), expected 2" -- "${grad[@]}" matmul --shapes 4x5
+bad "matmul with one shape, second order" 2 "got 1 input shape(s), expected 2" -- "${grad[@]}" matmul --shapes 4x5 --second-order
+bad "add with three shapes" 2 "gradcheck add: got 3 input shape(s), expected 2" -- "${grad[@]}" add --shapes 2x3,2x3,2x3
 bad "max 30x30: more distinct values than fit" 1 "cannot draw 900 values at least 0.01 apart" -- "${grad[@]}" max --shapes 30x30
-bad "matmul 200x200 twice: too many elements" 1 "more than 10000 elements" -- "${grad[@]}" matmul --shapes 200x200,200x200
-bad "a size past int64" 1 "expected sizes separated by 'x'" -- "${grad[@]}" sum --shapes 99999999999999999999
-bad "a negative size" 1 "expected sizes separated by 'x'" -- "${grad[@]}" softmax --shapes 3x-1
+bad "matmul 200x200 twice: too many elements" 2 "more than 10000 elements" -- "${grad[@]}" matmul --shapes 200x200,200x200
+bad "a size past int64" 2 "expected sizes separated by 'x'" -- "${grad[@]}" sum --shapes 99999999999999999999
+bad "a negative size" 2 "expected sizes separated by 'x'" -- "${grad[@]}" softmax --shapes 3x-1
 bad "matmul of mismatched shapes" 1 "matmul: inner dimensions differ" -- "${grad[@]}" matmul --shapes 4x5,6x7
 bad "max of an empty dimension" 1 "cannot reduce an empty dimension" -- "${grad[@]}" max --shapes 2x0
-bad "no such op" 1 "no op named 'nosuch'" -- "${grad[@]}" nosuch
-bad "index_select with scalar shapes (read past them)" 1 "do not have the numbers of dims of its registered shape sets" -- "${grad[@]}" index_select --shapes scalar,scalar
-bad "cross_entropy with scalar shapes" 1 "do not have the numbers of dims" -- "${grad[@]}" cross_entropy --shapes scalar,scalar
+bad "no such op" 2 "no op named 'nosuch'" -- "${grad[@]}" nosuch
+bad "index_select with scalar shapes (read past them)" 2 "do not have the numbers of dims of its registered shape sets" -- "${grad[@]}" index_select --shapes scalar,scalar
+bad "cross_entropy with scalar shapes" 2 "do not have the numbers of dims" -- "${grad[@]}" cross_entropy --shapes scalar,scalar
 bad "embedding_backward at other sizes (wrote out of bounds)" 1 "index_add_zeros: the gradient has shape (5,3), expected (7,3)" -- "${grad[@]}" embedding_backward --shapes 5x3,7
 bad "max 20x20 (once a hang) passes" 0 "1 rows, 1 passed" -- "${grad[@]}" max --shapes 20x20
 bad "matmul second order at a given shape passes" 0 "1 rows, 1 passed" -- "${grad[@]}" matmul --shapes 4x5,5x6 --second-order
+
+# Usage errors, exit 2 before any work: malformed or unfitting shapes, an unknown op, contradicting flags.
+bad "gradcheck --shapes 4x" 2 "shape '4x': expected sizes separated by 'x'" -- "${grad[@]}" matmul --shapes 4x
+bad "gradcheck --shapes '' (not every shape set)" 2 "--shapes: expected input shapes such as 4x5,5, got ''" -- "${grad[@]}" sum --shapes ""
+bad "bench attention --shape 0,6,16,2" 2 "--shape: expected B,T,d,h with positive sizes and h dividing d, got '0,6,16,2'" -- "$attograd" bench attention --shape 0,6,16,2
+bad "bench attention --shape 1,6,16,3 (h not dividing d)" 2 "h dividing d" -- "$attograd" bench attention --shape 1,6,16,3
+bad "bench transformer --shape --kernel: do not apply" 2 "--shape and --kernel: apply to \`bench attention\` only" -- "$attograd" bench transformer --shape 1,2,3,4 --kernel streaming
+bad "train charlm --heads 3 --width 128" 2 "--heads 3 does not divide --width 128" -- "$attograd" train charlm --heads 3 --width 128 --out "$out" --quiet
+bad "train charlm --min-lr above --lr" 2 "--min-lr 5 is above --lr 0.001" -- "$attograd" train charlm --min-lr 5 --lr 0.001 --out "$out" --quiet
+bad "train sentiment --heads 3 (dim 16)" 2 "--heads 3 does not divide --dim 16" -- "$attograd" train sentiment --heads 3 --out "$out" --quiet
+bad "train squares transformer --heads 3" 2 "--heads 3 does not divide --d-model 16" -- "$attograd" train squares --model transformer --heads 3 --out "$out" --quiet
+bad "graph sentiment --heads 3" 2 "--heads 3 does not divide --dim 16" -- "$attograd" graph sentiment --heads 3
+bad "graph squares transformer --heads 3" 2 "--heads 3 does not divide the transformer's d_model 16" -- "$attograd" graph squares --model transformer --heads 3
 
 echo "== flags"
 train_s=("$attograd" train sentiment --out "$out" --quiet)
@@ -246,7 +280,6 @@ bad "--batch-size 0" 2 "--batch-size" -- "${train_s[@]}" --batch-size 0
 bad "--threads 0" 2 "--threads" -- "$attograd" --threads 0 train sentiment --out "$out"
 bad "--threads 100000" 2 "--threads" -- "$attograd" --threads 100000 train sentiment --out "$out"
 bad "--dim 0" 2 "--dim" -- "${train_s[@]}" --dim 0
-bad "--heads 3 does not divide --dim 16" 1 "divisible by num_heads" -- "${train_s[@]}" --heads 3
 bad "--val-fraction 0.95" 2 "--val-fraction" -- "${train_s[@]}" --val-fraction 0.95
 bad "squares --heads 0" 2 "--heads" -- "$attograd" train squares --heads 0 --out "$out"
 bad "squares --model nosuch" 2 "--model" -- "$attograd" train squares --model nosuch --out "$out"
@@ -345,6 +378,15 @@ bad "--explain is the --file it reads" 1 "is the input file $data/text.txt" -- "
 bad "--out holds a squares run: sentiment refuses" 1 "holds another run (its config.json's task is squares)" -- "$attograd" train sentiment --epochs 1 --out "$squares" --quiet
 bad "--out holds a sentiment run: squares refuses" 1 "its config.json's task is sentiment" -- "$attograd" train squares --epochs 1 --out "$out" --quiet
 bad "--out holds a sentiment run: charlm refuses" 1 "a charlm run would overwrite its files" -- "$attograd" "${charlm_tiny[@]}" --iters 2 --data "$data/chars.txt" --out "$out"
+# --out must be empty or an attograd run: the user's own files are never overwritten.
+mkdir -p "$work/users"
+echo "epoch,my_loss" >"$work/users/metrics.csv" && echo "<svg/>" >"$work/users/losses.svg"
+cp "$squares/last.safetensors" "$work/users/last.safetensors"
+bad "--out holds the user's files, no config.json: refused, listed" 1 "--out $work/users: is not empty and holds no attograd run (no config.json): last.safetensors, losses.svg, metrics.csv" -- "$attograd" train sentiment --epochs 1 --out "$work/users" --quiet
+bad "charlm --out holds the user's files: refused" 1 "holds no attograd run" -- "$attograd" "${charlm_tiny[@]}" --iters 2 --data "$data/chars.txt" --out "$work/users"
+mkdir -p "$scratch/locked-only" && : >"$scratch/locked-only/.attograd.lock"
+cases=$((cases + 1))
+check "--out holding only a run's lock file: trains" 0 "test sentences right" -- "$attograd" train sentiment --epochs 1 --out "$scratch/locked-only" --quiet
 mkdir -p "$work/theirs" && echo '{"name": "not ours"}' >"$work/theirs/config.json"
 bad "--out holds someone else's config.json" 1 "task is (not attograd's)" -- "$attograd" train sentiment --epochs 1 --out "$work/theirs" --quiet
 # A NaN loss in epoch 1 stops the run before its first checkpoint: config.json stays the old run's.
@@ -380,6 +422,101 @@ if command -v dot >/dev/null; then
 fi
 [ "$(cat "$work/afile")" = "a file" ] && echo "OK the regular file in the way is intact" || { echo "NOT OK $work/afile changed"; failures=$((failures + 1)); }
 
+echo "== divergence"
+# A NaN validation loss is divergence too (exit 3); no checkpoint with a non-finite tensor is written;
+# the last finite one stays and the message says which iteration it holds.
+cases=$((cases + 1))
+check "charlm --lr 1e6: exit 3 naming the last finite checkpoint" 3 "training diverged: the validation val_bpc is -nan after iteration 4; $scratch/diverged/last.safetensors keeps the last finite state, after iteration 2" -- "$attograd" train charlm --data "$work/text.txt" --lr 1e6 --iters 4 --eval-interval 2 --block-size 8 --layers 1 --heads 1 --width 8 --out "$scratch/diverged" --quiet
+expect "the diverged run's last.safetensors loads (finite)" quietly "$attograd" eval charlm --checkpoint "$scratch/diverged/last.safetensors" --data "$work/text.txt"
+expect "the diverged run's metrics stop at iteration 2" test "$(tail -n +2 "$scratch/diverged/metrics.csv" | wc -l)" -eq 1
+printf 'the cat sat on the mat. QXZ!\n' >"$work/unknown.txt"
+for _ in $(seq 10); do cat "$work/text.txt"; done >>"$work/unknown.txt"
+bad "eval charlm --drop-unknown: says what it dropped" 0 "unknown.txt: --drop-unknown left out 4 of its" -- "$attograd" eval charlm --checkpoint "$charlm/last.safetensors" --data "$work/unknown.txt" --drop-unknown --split all
+
+echo "== data digests"
+# The cached corpora are checked against their pinned sha256 when read; a data file's digest is in
+# config.json, so a file rewritten in place (same size, same characters) is noticed.
+while IFS='|' read -r _ _ _ name sha; do
+  expect "corpus.cpp pins $name as fetch_data.sh does" grep -q "{\"$name\", \"$sha\"}" "$here/../../tasks/common/corpus.cpp"
+done < <(grep -oE '^  "[^"]+"' "$here/../../tools/fetch_data.sh" | tr -d '" ')
+cache="${ATTOGRAD_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/attograd}"
+if [ -s "$cache/uci-sentiment/amazon.json" ] && [ -s "$cache/moby-dick.txt" ]; then
+  mkdir -p "$work/cache/uci-sentiment"
+  cp "$cache/uci-sentiment/"*.json "$work/cache/uci-sentiment/"
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); json.dump(d[:100], open(sys.argv[1], "w"))' "$work/cache/uci-sentiment/amazon.json"
+  head -c 60000 "$cache/moby-dick.txt" >"$work/cache/moby-dick.txt"
+  bad "UCI: a damaged cached corpus is refused" 1 "amazon.json: the cached corpus has sha256" -- env ATTOGRAD_DATA_DIR="$work/cache" "$attograd" train sentiment --dataset uci --epochs 1 --out "$out" --quiet
+  bad "charlm: a cut Moby-Dick is refused" 1 "moby-dick.txt: the cached corpus has sha256" -- env ATTOGRAD_DATA_DIR="$work/cache" "$attograd" train charlm --iters 2 --out "$out" --quiet
+else
+  echo "SKIP damaged corpus cases: the data cache is not filled (tools/fetch_data.sh)"
+fi
+sed 's/cat/dog/; s/dog ate/cat ate/' "$work/text.txt" >"$work/rewritten.txt"
+cp "$work/text.txt" "$scratch/inplace.txt"
+"$attograd" train charlm --data "$scratch/inplace.txt" --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 --width 8 --out "$scratch/inplace" --quiet >/dev/null 2>&1
+cp "$work/rewritten.txt" "$scratch/inplace.txt"
+expect "the rewritten text has the same size" test "$(stat -c %s "$work/text.txt")" -eq "$(stat -c %s "$scratch/inplace.txt")"
+cases=$((cases + 1))
+check "charlm --resume: a data file rewritten in place is refused" 1 "the checkpoint's data_sha256 is" -- "$attograd" train charlm --resume "$scratch/inplace" --iters 4 --quiet
+expect "... naming --data" grep -q "(set by --data, whose content differs)" <<<"$last_output"
+cases=$((cases + 1))
+check "eval charlm: says the data is not the run's" 0 "is not the data $scratch/inplace/last.safetensors was trained on" -- "$attograd" eval charlm --checkpoint "$scratch/inplace/last.safetensors"
+
+echo "== memory"
+# The estimated peak is printed before the first step; a run that cannot fit is refused before any work.
+bad "charlm --batch-size 1000000: refused before the work, naming the setting" 1 "a training step takes" -- "$attograd" train charlm --data "$work/text.txt" --batch-size 1000000 --out "$scratch/huge-batch" --quiet
+expect "... set by --batch-size 1000000" grep -q "set by --batch-size 1000000 x --block-size 64" <<<"$last_output"
+bad "sentiment --max-memory 1: refused naming it" 1 "MB --max-memory allows" -- "$attograd" train sentiment --max-memory 1 --out "$out" --quiet
+bad "--max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" train squares --max-memory 0 --out "$out" --quiet
+cases=$((cases + 1))
+check "every train prints its estimate first" 0 "memory: estimated peak" -- "$attograd" train squares --epochs 1 --out "$scratch/memory" --quiet
+
+echo "== output paths"
+# Note [output paths] (engine/safetensors.cpp): a regular file or a new name is replaced atomically,
+# a symlink's target likewise, a character device or FIFO is streamed into and stays what it was,
+# a folder, a block device or a dangling symlink is refused.
+paths="$work/paths"
+mkdir -p "$paths"
+graph_dot=("$attograd" graph squares --format dot)
+predictions=("$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions)
+explain=("$attograd" predict sentiment --checkpoint "$good/last.safetensors" "a fine film" --explain)
+if mknod "$paths/null" c 1 3 2>/dev/null && echo probe >"$paths/null" 2>/dev/null; then
+  bad "graph --out a device (mknod'd /dev/null)" 0 "wrote $paths/null" -- "${graph_dot[@]}" --out "$paths/null"
+  bad "eval --predictions a device" 0 "MSE" -- "${predictions[@]}" "$paths/null"
+  bad "predict --explain a device" 0 "wrote" -- "${explain[@]}" "$paths/null"
+  expect "the device is still a character device" test -c "$paths/null"
+else
+  echo "SKIP device cases: mknod is not allowed here"
+fi
+if mknod "$paths/loop" b 7 0 2>/dev/null; then
+  bad "graph --out a block device: refused, never opened" 1 "loop: is a block device" -- "${graph_dot[@]}" --out "$paths/loop"
+  expect "the block device is still one" test -b "$paths/loop"
+  rm -f "$paths/loop"
+else
+  echo "SKIP block device case: mknod is not allowed here"
+fi
+ln -s /proc/self/fd/1 "$paths/stdout"
+bad "graph --out a symlink to /proc/self/fd/1: the graph on stdout" 0 "digraph autograd" -- "${graph_dot[@]}" --out "$paths/stdout"
+bad "graph --out -: the graph on stdout" 0 "digraph autograd" -- "${graph_dot[@]}" --out -
+expect "the symlink to /proc/self/fd/1 is still a symlink" test -L "$paths/stdout"
+mkfifo "$paths/fifo"
+bad "graph --out a FIFO without a reader: refused, no hang" 1 "fifo: is a FIFO that no process reads" -- "${graph_dot[@]}" --out "$paths/fifo"
+cat "$paths/fifo" >"$scratch/from-fifo.dot" &
+reader=$!
+bad "graph --out a FIFO with a reader" 0 "wrote $paths/fifo" -- "${graph_dot[@]}" --out "$paths/fifo"
+wait "$reader"
+expect "the reader got the graph" grep -q "digraph autograd" "$scratch/from-fifo.dot"
+expect "the FIFO is still a FIFO" test -p "$paths/fifo"
+mkdir -p "$scratch/real"
+ln -s "$scratch/real/p.safetensors" "$scratch/p-link.safetensors"
+cases=$((cases + 1))
+check "eval --predictions a symlink to a new file: made there" 0 "MSE" -- "${predictions[@]}" "$scratch/p-link.safetensors"
+expect "the symlink stays, its target holds the predictions" test -L "$scratch/p-link.safetensors" -a -s "$scratch/real/p.safetensors"
+ln -s "$paths/missing/p.safetensors" "$paths/dangling"
+bad "--predictions a symlink into a missing folder: refused" 1 "dangling: is a symlink to $paths/missing/p.safetensors, whose folder does not exist" -- "${predictions[@]}" "$paths/dangling"
+bad "--explain a folder: refused" 1 "$paths: is a folder" -- "${explain[@]}" "$paths"
+ln -s "$paths" "$paths/folder-link"
+bad "graph --out a symlink to a folder: refused" 1 "folder-link: is a folder" -- "${graph_dot[@]}" --out "$paths/folder-link"
+
 echo "== resume"
 # A resumed run keeps its settings: a flag not given is carried over from the checkpoint, a flag
 # given with another value is refused naming it and both values; only --epochs/--iters (further),
@@ -402,7 +539,7 @@ bad "resume squares: --dropout 0.3" 1 "(set by --dropout)" -- "$attograd" train 
 bad "resume charlm: --heads 4" 1 "the checkpoint's n_head is 2, this run's is 4 (set by --heads)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --heads 4 --quiet
 bad "resume charlm: --block-size 16" 1 "(set by --block-size)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --block-size 16 --quiet
 bad "resume charlm: --iters not past the run" 1 "--iters 4 trains nothing: the run has done 2 evaluation intervals of 2 iterations; give --iters > 4" -- "$attograd" train charlm --resume "$work/charlm" --quiet
-bad "resume charlm: --min-lr 0.5" 1 "(set by --min-lr)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --min-lr 0.5 --quiet
+bad "resume charlm: --min-lr 0.0005" 1 "(set by --min-lr)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --min-lr 0.0005 --quiet
 bad "resume charlm: --data another text" 1 "(set by --data)" -- "$attograd" train charlm --resume "$work/charlm" --iters 6 --data "$data/chars-crlf.txt" --quiet
 # Carried over: the checkpoint's settings, --out the resumed folder; --epochs recorded in config.json.
 cp -r "$good" "$scratch/carry"

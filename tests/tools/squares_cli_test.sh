@@ -38,7 +38,7 @@ check "negative epochs" 2 "--epochs" -- "${squares[@]}" --epochs -1 --out "$bad"
 check "nan lr" 2 "--lr" -- "${squares[@]}" --lr nan --out "$bad"
 check "zero heads" 2 "--heads" -- "${squares[@]}" --heads 0 --out "$bad"
 check "layers for selfattn" 1 "transformer's settings" -- "${squares[@]}" --layers 2 --out "$bad"
-check "heads not dividing d_model" 1 "multiple of heads" -- "${squares[@]}" --model transformer --heads 3 --out "$bad"
+check "heads not dividing d_model" 2 "--heads 3 does not divide --d-model 16" -- "${squares[@]}" --model transformer --heads 3 --out "$bad"
 check "resume from a folder without a checkpoint" 1 "cannot open" -- "${squares[@]}" --resume "$work" --out "$bad"
 check "eval without --checkpoint" 2 "--checkpoint" -- "$attograd" eval squares
 check "eval a missing checkpoint" 1 "cannot open" -- "$attograd" eval squares --checkpoint "$work/none.safetensors"

@@ -44,7 +44,7 @@ check "negative epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs -1 
 check "zero epochs" 2 "--epochs" -- "$attograd" train sentiment --epochs 0 --out "$bad"
 check "nan lr" 2 "--lr" -- "$attograd" train sentiment --lr nan --out "$bad"
 check "negative lr" 2 "--lr" -- "$attograd" train sentiment --lr -1 --out "$bad"
-check "heads not dividing dim" 1 "divisible by num_heads" -- "$attograd" train sentiment --heads 3 --out "$bad"
+check "heads not dividing dim" 2 "--heads 3 does not divide --dim 16" -- "$attograd" train sentiment --heads 3 --out "$bad"
 check "zero batch size" 2 "--batch-size" -- "$attograd" train sentiment --batch-size 0 --out "$bad"
 check "zero threads" 2 "--threads" -- "$attograd" --threads 0 train sentiment --out "$bad"
 check "unknown flag" 2 "--bogus" -- "$attograd" train sentiment --bogus --out "$bad"

@@ -74,8 +74,9 @@ mkdir -p "$corpus"
 check "missing corpus" 1 "uci-sentiment/amazon.json is missing: run tools/fetch_data.sh" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" train sentiment --dataset uci --out "$bad"
 printf '[{"text": "fine", "class": 1}]' >"$corpus/amazon.json"
 printf '[{"text": "broken", "class": 1},' >"$corpus/imdb.json"
-check "malformed JSON" 1 "$corpus/imdb.json: not valid JSON" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" train sentiment --dataset uci --out "$bad"
-check "eval on a malformed corpus" 1 "imdb.json: not valid JSON" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" eval sentiment --checkpoint "$out/best.safetensors" --dataset uci
+# A cached corpus is checked against its pinned sha256 when read (issue 27): a damaged file is refused by that.
+check "malformed JSON" 1 "the cached corpus has sha256" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" train sentiment --dataset uci --out "$bad"
+check "eval on a malformed corpus" 1 "the cached corpus has sha256" -- env ATTOGRAD_DATA_DIR="$work/corpus" "$attograd" eval sentiment --checkpoint "$out/best.safetensors" --dataset uci
 expect "failed runs wrote nothing" test ! -e "$bad"
 check "--data with --dataset" 2 "excludes" -- "$attograd" train sentiment --dataset uci --data "$corpus/amazon.json" --out "$bad"
 check "unknown dataset" 2 "--dataset" -- "$attograd" train sentiment --dataset imdb --out "$bad"

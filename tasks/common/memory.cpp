@@ -1,0 +1,76 @@
+#include "tasks/common/memory.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "engine/error.h"
+
+namespace ag::tasks {
+
+// Note [memory estimate]: the resident memory when training is about to start already holds the
+// program, its libraries (oneDNN's code is most of it), the data and the model's weights; a run then
+// adds the gradients (one value per parameter), the optimizer's state (optimizer_slots per
+// parameter) and, at its peak, the larger of one training step (forward activations kept for the
+// backward, then the backward's temporaries) and one evaluation chunk (no graph). Each task sizes the
+// last two from its settings with a formula of its shapes (tasks/README.md, "Memory");
+// `train --report-memory` prints the measured peak beside the estimate.
+
+namespace {
+
+constexpr double kMB = 1024.0 * 1024.0;
+
+double memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kilobytes = 0;
+  while (meminfo >> key >> kilobytes) {
+    if (key == "MemAvailable:") return kilobytes * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return 0;  // unknown: no bound
+}
+
+}  // namespace
+
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  double size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+MemoryPlan plan_memory(const MemoryEstimate& e) {
+  return {.resident_now = resident_bytes(),
+          .state = 4.0 * static_cast<double>(e.parameters) * static_cast<double>(1 + e.optimizer_slots),
+          .work = std::max(e.step_bytes, e.eval_bytes)};
+}
+
+void check_memory(const MemoryEstimate& e, int64_t max_memory_mb) {
+  const MemoryPlan plan = plan_memory(e);
+  const bool step_larger = e.step_bytes >= e.eval_bytes;
+  fmt::print(
+      "memory: estimated peak {:.0f} MB (now {:.0f} MB; gradients and optimizer state {:.0f} MB; {} {:.0f} MB)\n",
+      plan.peak() / kMB, plan.resident_now / kMB, plan.state / kMB,
+      step_larger ? "a training step" : "an evaluation chunk", plan.work / kMB);
+  const double available = memory_available();
+  const double limit = max_memory_mb > 0 ? static_cast<double>(max_memory_mb) * kMB
+                                         : (available > 0 ? available + plan.resident_now : 0);
+  if (limit <= 0 || plan.peak() <= limit) return;
+  const std::string cause =
+      plan.state > plan.work
+          ? fmt::format("the model's {} parameters' gradients and optimizer state take {:.0f} MB", e.parameters,
+                        plan.state / kMB)
+          : fmt::format("{} takes {:.0f} MB, set by {}", step_larger ? "a training step" : "an evaluation chunk",
+                        plan.work / kMB, step_larger ? e.step_settings : e.eval_settings);
+  fail(
+      "train {}: the estimated peak memory, {:.0f} MB, is more than the {:.0f} MB {}: {}; lower it (the estimate "
+      "is printed at the start of every run; --report-memory prints the measured peak)",
+      e.task, plan.peak() / kMB, limit / kMB,
+      max_memory_mb > 0 ? "--max-memory allows" : "available (MemAvailable; --max-memory sets another bound)", cause);
+}
+
+}  // namespace ag::tasks

@@ -1,0 +1,39 @@
+// A training run's peak memory, estimated from its settings before the work starts (Note [memory
+// estimate] in memory.cpp), printed at the start of every `train`, and refused when it does not fit
+// the memory available or --max-memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ag::tasks {
+
+// What a task knows about its run once the model and the data are in memory. A new task fills one
+// from its settings (see tasks/README.md, "Memory") and passes it to check_memory before training.
+struct MemoryEstimate {
+  std::string task;             // "charlm", named in messages
+  int64_t parameters = 0;       // f32 values in the model
+  int64_t optimizer_slots = 2;  // f32 values the optimizer keeps per parameter (Adam, AdamW: 2)
+  double step_bytes = 0;        // one training step's activations, saved tensors and temporaries
+  std::string step_settings;    // the flags that size them: "--batch-size 12 × --block-size 64"
+  double eval_bytes = 0;        // one evaluation chunk's peak
+  std::string eval_settings;    // the flags or sizes that size it
+};
+
+// The peak: what the process holds now (program, libraries, data, model) plus the gradients and
+// the optimizer state, plus the larger of a training step and an evaluation chunk.
+struct MemoryPlan {
+  double resident_now = 0, state = 0, work = 0;
+  double peak() const { return resident_now + state + work; }
+};
+MemoryPlan plan_memory(const MemoryEstimate& estimate);
+
+// Prints the estimate ("memory: estimated peak … MB …"); refuses (exit 1) when it is more than
+// `max_memory_mb` (0: the memory available, /proc/meminfo's MemAvailable plus what this process
+// holds), naming the setting that costs the most and both figures.
+void check_memory(const MemoryEstimate& estimate, int64_t max_memory_mb);
+
+// This process's resident memory now (/proc/self/statm), in bytes.
+double resident_bytes();
+
+}  // namespace ag::tasks
