@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/flash_attention.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/parallel.h"
@@ -64,7 +65,7 @@ Tensor fully_masked_rows(const T* scores, const AttentionPlan& p) {
 
 Tensor attention_product(const AttentionPlan& p, const Tensor& x, const Tensor& y, bool tx, bool ty, double scale) {
   if (!p.bf16) return matmul_forward(x, y, tx, ty, scale);
-  return matmul_forward(to(x, DType::bf16), to(y, DType::bf16), tx, ty, scale);
+  return matmul_forward(converted(x, DType::bf16), converted(y, DType::bf16), tx, ty, scale);
 }
 
 Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse) {

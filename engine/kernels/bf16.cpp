@@ -46,4 +46,11 @@ bool cpu_has_avx512_bf16() {
   return has;
 }
 
+Tensor converted(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = empty(x.shape(), dtype);
+  out.copy_(x.detach());
+  return out;
+}
+
 }  // namespace ag

@@ -9,12 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
 #include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
-#include "engine/ops/arithmetic.h"
 
 namespace ag {
 
@@ -329,8 +329,8 @@ Tensor run_matmul_bf16(const Tensor& a, const Tensor& b, const MatmulPlan& plan,
   const bool big = numel(plan.batch) * plan.m * plan.k * plan.n >= kOneDnnMatmulMin;
   if (big && matmul_onednn(a.raw_data(), b.raw_data(), out.data<float>(), plan, static_cast<float>(scale), true))
     return out;
-  matmul_kernel<float>(to(a, DType::f32).data<float>(), to(b, DType::f32).data<float>(), out.data<float>(), plan,
-                       static_cast<float>(scale));
+  matmul_kernel<float>(converted(a, DType::f32).data<float>(), converted(b, DType::f32).data<float>(),
+                       out.data<float>(), plan, static_cast<float>(scale));
   return out;
 }
 
