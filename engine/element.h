@@ -18,6 +18,8 @@ inline double read_element(const Tensor& t, int64_t i) {
       return static_cast<double>(t.data<int64_t>()[i]);
     case DType::b8:
       return t.data<bool>()[i] ? 1.0 : 0.0;
+    case DType::bf16:
+      return static_cast<double>(t.data<BFloat16>()[i]);
   }
   return 0;
 }
@@ -35,6 +37,9 @@ inline void write_element(const Tensor& t, int64_t i, double value) {
       break;
     case DType::b8:
       t.data<bool>()[i] = value != 0;
+      break;
+    case DType::bf16:
+      t.data<BFloat16>()[i] = BFloat16(value);
       break;
   }
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/autograd.h"
+#include "engine/kernels/bf16.h"
 #include "engine/tensor.h"
 
 namespace ag {
@@ -30,6 +31,10 @@ Tensor& Tensor::copy_(const Tensor& source) {
            source.defined() ? shape_str(source.shape()) : "undefined", shape_str(shape()));
   if (source.dtype() == dtype()) {
     std::memmove(raw_data(), source.raw_data(), numel() * dtype_size(dtype()));
+  } else if (source.dtype() == DType::f32 && dtype() == DType::bf16) {
+    convert_f32_to_bf16(source.data<float>(), data<BFloat16>(), numel());
+  } else if (source.dtype() == DType::bf16 && dtype() == DType::f32) {
+    convert_bf16_to_f32(source.data<BFloat16>(), data<float>(), numel());
   } else {
     dispatch_any(dtype(), [&]<typename To>() {
       dispatch_any(source.dtype(), [&]<typename From>() {
