@@ -1,7 +1,7 @@
 // The fused attention's kernels: the streaming (FlashAttention) forward and backward through
-// engine/kernels/flash_attention.h, and the materialising path's masked weights and fused
-// backward, built from the matmul and softmax kernels (and masked_fill / mul on tensors that
-// record nothing). The ops that record them are in engine/ops/attention.cpp.
+// engine/kernels/flash_attention.h, and the materialising path's masked weights and products,
+// built from the matmul, softmax and mask kernels. The op, its node and its one backward formula
+// are in engine/ops/attention.cpp.
 #include "engine/kernels/attention.h"
 
 #include <algorithm>
@@ -9,11 +9,10 @@
 
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/flash_attention.h"
+#include "engine/kernels/mask.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/parallel.h"
 #include "engine/kernels/softmax.h"
-#include "engine/ops/arithmetic.h"
-#include "engine/ops/mask.h"
 
 namespace ag {
 
@@ -103,7 +102,7 @@ MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const Attentio
       empty_rows = fully_masked_rows(scores.data<T>(), p);
     });
   Tensor weights = softmax_forward(scores, -1, false);  // (B, H, T, S)
-  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill(weights, empty_rows, 0.0);
+  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill_kernel(weights, empty_rows, 0.0);
   return {weights, empty_rows};
 }
 
@@ -113,24 +112,6 @@ Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mas
   dispatch_floating(dtype, "scaled_dot_product_attention",
                     [&]<typename T>() { apply_masks(mask.data<T>(), p, attn_mask, key_padding_mask); });
   return mask;
-}
-
-// The fused backward from the weights w (B, H, T, S), keep (B, H, T, S) and empty_rows
-// (B, H, T, 1), each possibly undefined: {dq, dk, dv}, each only where `needs` asks.
-std::vector<Tensor> attention_backward_from_weights(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
-                                                    const Tensor& w, const Tensor& keep, const Tensor& empty_rows,
-                                                    std::array<bool, 3> needs) {
-  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-  const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
-  Tensor dw = attention_product(p, g, t.v, false, true, 1.0);       // dWd = g @ vᵀ, (B, H, T, S)
-  if (keep.defined()) dw = mul(dw, keep);                           // Wd = W ⊙ keep
-  Tensor ds = softmax_backward_data(w, dw, -1);                     // W = softmax(S): (B, H, T, S)
-  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);  // S = masked scores: no gradient
-  std::vector<Tensor> grads(3);
-  if (needs[0]) grads[0] = attention_product(p, ds, t.k, false, false, p.scale);  // (B, H, T, d)
-  if (needs[1]) grads[1] = attention_product(p, ds, t.q, true, false, p.scale);   // (B, H, S, d)
-  if (needs[2]) grads[2] = attention_product(p, wd, g, true, false, 1.0);         // (B, H, S, dv)
-  return grads;
 }
 
 // (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);

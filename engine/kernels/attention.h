@@ -51,11 +51,6 @@ MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const Attentio
                                 const Tensor& key_padding_mask);
 // The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.
 Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask);
-// The materialising backward from the weights w, keep (dropout's scaled mask) and empty_rows.
-std::vector<Tensor> attention_backward_from_weights(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
-                                                    const Tensor& w, const Tensor& keep, const Tensor& empty_rows,
-                                                    std::array<bool, 3> needs);
-
 // (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);
 // undefined when there are none.
 Tensor rows_without_keys(const Tensor& lse);

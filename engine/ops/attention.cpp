@@ -2,9 +2,8 @@
 // in ops.h). Streaming: the FlashAttention kernels (engine/kernels/flash_attention.h) keep each
 // row's logsumexp instead of the (T, S) weights. Materialising: scores through one matmul with
 // the 1/√d scale fused, the masks applied in one pass (never as a oneDNN post-op: a
-// batch-broadcast mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node,
-// one fused backward each; under create_graph the backward is built from engine ops instead
-// (double backward).
+// batch-broadcast mask post-op drops oneDNN 2.6 to ref:any), softmax, dropout, then @V. One node
+// each, and one backward formula for both (Note [one attention backward]).
 #include "engine/ops/attention.h"
 
 #include <algorithm>
@@ -17,13 +16,9 @@
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dropout.h"
-#include "engine/kernels/flash_attention.h"
-#include "engine/kernels/matmul.h"
-#include "engine/kernels/softmax.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/matmul.h"
-#include "engine/ops/reduce.h"
 #include "engine/ops/softmax.h"
 #include "engine/registry.h"
 
@@ -100,38 +95,56 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
 // {weights, keep, empty_rows}, the streaming one {out, lse}.
 enum Saved { kQ, kK, kV, kAttnMask, kKeyPadding, kWeightsOrOut, kKeepOrLse, kEmptyRows };
 
-// The backward written with engine ops, each recorded (create_graph): it can be differentiated
-// again. The weights are recomputed from q and k so that their own dependence on q and k is in
-// the graph.
-std::vector<Tensor> attention_backward_recorded(const BackwardContext& c, const AttentionPlan& p, const Tensor& keep,
-                                                const Tensor& empty_rows) {
-  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-  const Tensor& q = c.saved[kQ];
-  const Tensor& k = c.saved[kK];
-  const Tensor& v = c.saved[kV];
-  Tensor scores = mul(matmul(q, k, false, true), p.scale);  // (B, H, T, S)
-  if (p.causal || c.saved[kAttnMask].defined() || c.saved[kKeyPadding].defined())
-    scores = add(scores, additive_mask(p, q.dtype(), c.saved[kAttnMask], c.saved[kKeyPadding]));
-  Tensor w = softmax(scores, -1);  // (B, H, T, S)
-  if (p.zero_masked_rows && empty_rows.defined()) w = masked_fill(w, empty_rows, 0.0);
-  const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
-  Tensor dw = matmul(c.grad, v, false, true);                       // dWd = g @ vᵀ, (B, H, T, S)
-  if (keep.defined()) dw = mul(dw, keep);                           // Wd = W ⊙ keep
-  Tensor ds = mul(w, sub(dw, sum(mul(dw, w), {-1}, true)));         // W = softmax(S): (B, H, T, S)
-  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);  // S = masked scores: no gradient
-  std::vector<Tensor> grads(3);
-  if (c.needs_grad[0]) grads[0] = mul(matmul(ds, k), p.scale);               // (B, H, T, d)
-  if (c.needs_grad[1]) grads[1] = mul(matmul(ds, q, true, false), p.scale);  // (B, H, S, d)
-  if (c.needs_grad[2]) grads[2] = matmul(wd, c.grad, true, false);           // (B, H, S, dv)
-  return grads;
-}
-
 // {q, k, v, attn_mask, key_padding_mask} as the node saved them.
 AttentionTensors saved_tensors(const BackwardContext& c) {
   return {c.saved[kQ], c.saved[kK], c.saved[kV], c.saved[kAttnMask], c.saved[kKeyPadding]};
 }
-std::array<bool, 3> needs_grads(const BackwardContext& c) {
-  return {c.needs_grad[0], c.needs_grad[1], c.needs_grad[2]};
+
+// scale · x @ y (flags as matmul's) in the backward: the kernel (bf16 operands under p.bf16), or,
+// when the backward is itself recorded (create_graph), recorded ops that can be differentiated again.
+Tensor backward_product(const AttentionPlan& p, const Tensor& x, const Tensor& y, bool tx, bool ty, double scale) {
+  if (!grad_enabled()) return attention_product(p, x, y, tx, ty, scale);
+  const Tensor xy = matmul(x, y, tx, ty);
+  return scale == 1 ? xy : mul(xy, scale);
+}
+
+// The weights W = softmax(scale · q @ kᵀ + masks) (B, H, T, S) as the backward reads them: the
+// saved (or kernel-recomputed) `w` when nothing records it; under create_graph recomputed from q
+// and k with recorded ops, since a saved W is a constant whose dependence on q and k the second
+// order needs.
+Tensor backward_weights(const BackwardContext& c, const AttentionPlan& p, const Tensor& w, const Tensor& empty_rows) {
+  if (!grad_enabled()) return w;
+  const Tensor& q = c.saved[kQ];
+  Tensor scores = backward_product(p, q, c.saved[kK], false, true, p.scale);  // (B, H, T, S)
+  if (p.causal || c.saved[kAttnMask].defined() || c.saved[kKeyPadding].defined())
+    scores = add(scores, additive_mask(p, q.dtype(), c.saved[kAttnMask], c.saved[kKeyPadding]));
+  Tensor weights = softmax(scores, -1);  // (B, H, T, S)
+  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill(weights, empty_rows, 0.0);
+  return weights;
+}
+
+// Note [one attention backward]
+// The attention's derivative, written once for both kernels and both orders: the materialising
+// node reads the weights it saved, the streaming node recomputes them where its own kernel cannot
+// serve, and create_graph records every step (backward_product, backward_weights, and
+// softmax_backward, an op of its own) so that the second order differentiates this same formula.
+// The streaming kernel's fused backward (attention_backward_streaming) is this formula computed
+// block by block without the (T, S) weights: an implementation detail, used when nothing records.
+std::vector<Tensor> attention_backward(const BackwardContext& c, const AttentionPlan& p, const Tensor& saved_weights,
+                                       const Tensor& keep, const Tensor& empty_rows) {
+  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
+  const Tensor& g = c.grad;
+  const Tensor w = backward_weights(c, p, saved_weights, empty_rows);  // (B, H, T, S)
+  const Tensor wd = keep.defined() ? mul(w, keep) : w;                 // (B, H, T, S)
+  Tensor dw = backward_product(p, g, c.saved[kV], false, true, 1.0);   // dWd = g @ vᵀ, (B, H, T, S)
+  if (keep.defined()) dw = mul(dw, keep);                              // Wd = W ⊙ keep
+  Tensor ds = softmax_backward(w, dw, -1);                             // W = softmax(S): (B, H, T, S)
+  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);     // S = masked scores: no gradient
+  std::vector<Tensor> grads(3);
+  if (c.needs_grad[0]) grads[0] = backward_product(p, ds, c.saved[kK], false, false, p.scale);  // (B, H, T, d)
+  if (c.needs_grad[1]) grads[1] = backward_product(p, ds, c.saved[kQ], true, false, p.scale);   // (B, H, S, d)
+  if (c.needs_grad[2]) grads[2] = backward_product(p, wd, g, true, false, 1.0);                 // (B, H, S, dv)
+  return grads;
 }
 
 // Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights.
@@ -144,17 +157,19 @@ Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
           {.formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
                       "P)), dq = s · dS k, dk = s · dSᵀ q"}},
          {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse}, [plan](const BackwardContext& c) {
-           // out = softmax(scale · q @ kᵀ + masks) @ v, the weights recomputed as e^(scores − lse)
+           // out = softmax(scale · q @ kᵀ + masks) @ v: Note [one attention backward]
            const Tensor empty_rows = rows_without_keys(c.saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
-           if (grad_enabled()) return attention_backward_recorded(c, plan, {}, empty_rows);  // create_graph
-           if (empty_rows.defined() && !plan.zero_masked_rows) {  // NaN weights reach dv as PyTorch's do
-             const Tensor w = attention_weights(c.saved[kQ], c.saved[kK], plan, c.saved[kAttnMask],
-                                                c.saved[kKeyPadding])
-                                  .weights;  // (B, H, T, S)
-             return attention_backward_from_weights(plan, saved_tensors(c), c.grad, w, {}, empty_rows, needs_grads(c));
-           }
-           return attention_backward_streaming(plan, saved_tensors(c), c.grad, c.saved[kWeightsOrOut],
-                                               c.saved[kKeepOrLse], needs_grads(c));
+           // NaN weights (rows without keys) reach dv as PyTorch's do: only the weights carry them.
+           const bool weights_needed = grad_enabled() || (empty_rows.defined() && !plan.zero_masked_rows);
+           if (!weights_needed)
+             return attention_backward_streaming(plan, saved_tensors(c), c.grad, c.saved[kWeightsOrOut],
+                                                 c.saved[kKeepOrLse],
+                                                 {c.needs_grad[0], c.needs_grad[1], c.needs_grad[2]});
+           const Tensor w = grad_enabled() ? Tensor()
+                                           : attention_weights(c.saved[kQ], c.saved[kK], plan, c.saved[kAttnMask],
+                                                               c.saved[kKeyPadding])
+                                                 .weights;  // (B, H, T, S)
+           return attention_backward(c, plan, w, {}, empty_rows);
          });
   return out;
 }
@@ -178,11 +193,8 @@ Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor
                       "P)), dq = s · dS k, dk = s · dSᵀ q"}},
          {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows},
          [plan](const BackwardContext& c) {
-           // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v
-           const Tensor& keep = c.saved[kKeepOrLse];
-           if (grad_enabled()) return attention_backward_recorded(c, plan, keep, c.saved[kEmptyRows]);  // create_graph
-           return attention_backward_from_weights(plan, saved_tensors(c), c.grad, c.saved[kWeightsOrOut], keep,
-                                                  c.saved[kEmptyRows], needs_grads(c));
+           // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v: Note [one attention backward]
+           return attention_backward(c, plan, c.saved[kWeightsOrOut], c.saved[kKeepOrLse], c.saved[kEmptyRows]);
          });
   return {out, o.need_weights ? dropped : Tensor()};
 }
