@@ -224,6 +224,22 @@ const UnaryOp kSoftplus{.name = "softplus",
                         .torch = "F.softplus",
                         .parity_domain = Domain{.low = -15, .high = 15}};
 
+const UnaryOp kSilu{.name = "silu",
+                    .node = "SiluBackward",
+                    .formula = "out = x σ(x)  →  dx = g · σ(x) (1 + x (1 − σ(x)))",
+                    .forward = elementwise<[](auto v) {
+                      using T = decltype(v);
+                      return (v >= 0) ? v / (T(1) + std::exp(-v)) : v * std::exp(v) / (T(1) + std::exp(v));
+                    }>,
+                    .saves = UnaryOp::Saves::input,
+                    .derivative =
+                        [](const Tensor& g, const Tensor& x) {
+                          // out = x * sigmoid(x)  →  dx = g * s * (1 + x * (1 - s)),  s = sigmoid(x)
+                          const Tensor s = sigmoid(x);
+                          return mul(g, mul(s, add(mul(x, 1.0 - s), 1.0)));
+                        },
+                    .torch = "F.silu"};
+
 }  // namespace
 
 Tensor exp(const Tensor& x) { return apply(kExp, x); }
@@ -237,6 +253,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
 Tensor tanh(const Tensor& x) { return apply(kTanh, x); }
 Tensor sigmoid(const Tensor& x) { return apply(kSigmoid, x); }
 Tensor softplus(const Tensor& x) { return apply(kSoftplus, x); }
+Tensor silu(const Tensor& x) { return apply(kSilu, x); }
 
 Tensor clamp(const Tensor& x, double min, double max) {
   // min > max gives max everywhere (and no gradient), as in PyTorch.
@@ -267,7 +284,7 @@ void register_pointwise_ops(Registry& registry) {
                 .shape_sets = UnaryRegistrar(registry).shapes,
                 .differs_from_pytorch = "a NaN bound is an error (PyTorch returns NaN everywhere): a NaN bound is "
                                         "a bug upstream, better named than spread"});
-  register_unary_ops(registry, {&kRelu, &kGelu, &kGeluTanh, &kTanh, &kSigmoid, &kSoftplus});
+  register_unary_ops(registry, {&kRelu, &kGelu, &kGeluTanh, &kTanh, &kSigmoid, &kSoftplus, &kSilu});
 }
 
 }  // namespace ag

@@ -16,5 +16,6 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor softplus(const Tensor& x);  // log(1 + exp(x)), stable for large |x|
+Tensor silu(const Tensor& x);      // x * sigmoid(x) (SiLU, swish)
 
 }  // namespace ag

@@ -29,7 +29,7 @@ import zlib
 import torch
 import torch.nn.functional as F
 
-from golden import ROOT, golden_path, save
+from golden import ROOT, golden_path, load, save
 
 R = random.Random(15)
 G = torch.Generator().manual_seed(15)
@@ -575,6 +575,21 @@ def encode(v):
     return v
 
 
+def keep_committed_results(tensors, meta):
+    """A case the committed file already holds (same description, same inputs) keeps its stored
+    PyTorch results: PyTorch on another machine differs in the last bits of some products, and a
+    new op should add its cases without rewriting the others'."""
+    if not os.path.exists(golden_path("parity")):
+        return
+    old, old_meta = load(golden_path("parity"))
+    for n, (entry, stored) in enumerate(zip(meta, json.loads(old_meta.get("cases", "[]")))):
+        inputs = [k for k in tensors if k.startswith(f"{n}.in")]
+        if entry == stored and all(k in old and torch.equal(old[k], tensors[k]) for k in inputs):
+            for k in tensors:
+                if k.startswith(f"{n}.") and k in old:
+                    tensors[k] = old[k]
+
+
 def main():
     global f32_pass
     torch.set_num_threads(1)
@@ -605,6 +620,7 @@ def main():
                 if c["grads"][j]:
                     tensors[f"{n}.grad32_{j}"] = x.grad
         meta.append(entry)
+    keep_committed_results(tensors, meta)
     save(golden_path("parity"), tensors, {"cases": json.dumps(meta, separators=(",", ":")), "torch": torch.__version__})
     ops = sorted({c["op"] for c in CASES})
     print(f"{len(CASES)} cases over {len(ops)} ops, {sum(c['f32'] for c in CASES)} with f32 results")
