@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "engine/autocast.h"
 #include "engine/inspect.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
@@ -24,6 +25,11 @@ namespace ag::tasks {
 
 std::string version() { return ATTOGRAD_VERSION; }
 
+bool precision_is_bf16(const std::string& precision) {
+  AG_CHECK(precision == "f32" || precision == "bf16", "--precision: expected f32 or bf16, got '{}'", precision);
+  return precision == "bf16";
+}
+
 std::string config_json(const TrainingOptions& options, const std::string& task_settings) {
   nlohmann::json config = nlohmann::json::parse(task_settings);
   config.update({{"epochs", options.epochs},
@@ -33,6 +39,7 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
                  {"ranks", nn::dist::ranks()},
                  {"seed", options.seed},
                  {"threads", get_num_threads()},
+                 {"precision", options.precision},
                  {"attograd_version", version()}});
   return config.dump();
 }
@@ -67,10 +74,11 @@ namespace {
 // Settings a resumed run may change; each change is applied and recorded in the config's
 // "resumed" list. epochs/iters: train further (the count must pass what the run has done);
 // threads, ranks, micro_batches: the machine may differ (a checkpoint does not depend on how a batch
-// is split); attograd_version: a newer build continues an older run.
+// is split); precision: checkpoints are f32 either way; attograd_version: a newer build continues an
+// older run.
 // Every other setting must be the checkpoint's: the CLI carries them over (tools/train_command.cpp).
-constexpr const char* kChangeableOnResume[] = {"epochs", "iters",         "threads",
-                                               "ranks",  "micro_batches", "attograd_version"};
+constexpr const char* kChangeableOnResume[] = {"epochs",        "iters",     "threads",         "ranks",
+                                               "micro_batches", "precision", "attograd_version"};
 
 // This run's config (JSON text) with a changed setting recorded under "resumed"; refuses any other
 // difference from the checkpoint's config, and a run that would train nothing.
@@ -184,6 +192,7 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
                                           const TrainingOptions& options, const std::string& config,
                                           const std::map<std::string, std::string>& checkpoint_metadata,
                                           const TrainerSettings& settings, std::vector<double>* step_seconds) {
+  const AutocastGuard autocast(precision_is_bf16(options.precision));  // refused here, before anything is written
   nn::TrainerOptions trainer_options{.epochs = options.epochs,
                                      .batch_size = options.batch_size,
                                      .micro_batches = options.micro_batches,
