@@ -202,6 +202,9 @@ std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& opti
                                      .config = config,
                                      .checkpoint_metadata = checkpoint_metadata};
   if (settings) settings(trainer_options);
+  if (trainer_options.steps_per_epoch == 0 && options.batch_size > task.train_size() && nn::dist::is_root())
+    fmt::print("note: --batch-size {} is more than the {} training examples: each step takes all {}\n",
+               options.batch_size, task.train_size(), task.train_size());
   if (!options.resume.empty()) trainer_options.config = resumed_config(options.resume, config, trainer_options);
   nn::Trainer trainer(model, optimizer, task, trainer_options);
   if (!options.resume.empty()) trainer.resume(options.resume + "/last.safetensors");
