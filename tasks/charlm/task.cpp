@@ -364,7 +364,7 @@ int train(const CharLMOptions& options) {
   training.epochs = (options.iters + options.eval_interval - 1) / options.eval_interval;  // evaluations
   const int64_t tokens_per_step = training.batch_size * T;
   std::vector<double> step_seconds;
-  const std::vector<nn::EpochRecord> history = tasks::run_training(
+  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
       model, optimizer, task, training, tasks::config_json(training, task_settings(options, config, text)),
       {{"vocabulary", vocabulary.to_utf8()}},
       [&](nn::TrainerOptions& t) {
@@ -375,6 +375,8 @@ int train(const CharLMOptions& options) {
         t.tokens_per_step = tokens_per_step;
       },
       &step_seconds);
+  if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
+  const std::vector<nn::EpochRecord>& history = *trained;
 
   write_plot(training.out, history, options.eval_interval);
   double best = INFINITY;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <numeric>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/json.h"
@@ -359,7 +360,7 @@ int train(const G2POptions& options) {
 
   G2PTask task(model, std::move(pairs), std::move(validation), options);
   std::vector<double> step_seconds;
-  const std::vector<nn::EpochRecord> history = tasks::run_training(
+  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
       model, optimizer, task, options.training,
       tasks::config_json(options.training, task_settings(options, config, lexicon)),
       {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}},
@@ -372,6 +373,8 @@ int train(const G2POptions& options) {
         t.rate_unit = "words";
       },
       &step_seconds);
+  if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
+  const std::vector<nn::EpochRecord>& history = *trained;
   print_table(history);
   const double train_seconds = std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0);
   if (train_seconds > 0)
