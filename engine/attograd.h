@@ -2,6 +2,7 @@
 // registry and the gradient checker.
 #pragma once
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/function.h"

@@ -71,6 +71,9 @@ struct OpProperties {
   // Its forward writes ±Inf on purpose (masked_fill's -inf hides attention keys): anomaly mode does
   // not report an Inf in its output.
   bool writes_inf = false;
+  // Its products took bf16 operands with f32 results (AutocastGuard, engine/autocast.h): graph
+  // export and backward traces show the op as `matmul[bf16]`.
+  bool bf16 = false;
   // Its derivative as a table would print it, "out = eˣ  →  dx = g · out" (static storage; g is the
   // gradient arriving at the output): shown by the step page (attograd graph --format html).
   std::string_view formula = {};

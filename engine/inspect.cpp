@@ -44,7 +44,7 @@ std::string op_of(const Node& node) {
     if (std::isupper(c) && i > 0) op += '_';
     op += static_cast<char>(std::tolower(c));
   }
-  return op;
+  return node.properties.bf16 ? op + "[bf16]" : op;
 }
 
 uint64_t next_node_sequence() { return node_sequence++; }

@@ -36,6 +36,8 @@ std::string_view safetensors_dtype(DType dtype) {
       return "I64";
     case DType::b8:
       return "BOOL";
+    case DType::bf16:
+      return "BF16";
   }
   return "?";
 }
@@ -45,7 +47,8 @@ DType parse_dtype(const std::string& path, const std::string& name, const std::s
   if (text == "F64") return DType::f64;
   if (text == "I64") return DType::i64;
   if (text == "BOOL") return DType::b8;
-  fail("{}: tensor '{}' has dtype '{}'; expected one of F32, F64, I64, BOOL", path, name, text);
+  if (text == "BF16") return DType::bf16;
+  fail("{}: tensor '{}' has dtype '{}'; expected one of F32, F64, I64, BOOL, BF16", path, name, text);
 }
 
 constexpr const char* kChecksumKey = "attograd_checksum";

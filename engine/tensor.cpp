@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "engine/autograd.h"
+#include "engine/kernels/bf16.h"
 #include "engine/ops/arithmetic.h"
 
 namespace ag {
@@ -130,6 +131,8 @@ double read_element(const Tensor& t, int64_t i) {
       return static_cast<double>(t.data<int64_t>()[i]);
     case DType::b8:
       return t.data<bool>()[i] ? 1.0 : 0.0;
+    case DType::bf16:
+      return static_cast<double>(t.data<BFloat16>()[i]);
   }
   return 0;
 }
@@ -147,6 +150,9 @@ void write_element(const Tensor& t, int64_t i, double value) {
       break;
     case DType::b8:
       t.data<bool>()[i] = value != 0;
+      break;
+    case DType::bf16:
+      t.data<BFloat16>()[i] = BFloat16(value);
       break;
   }
 }
@@ -275,6 +281,10 @@ Tensor& Tensor::copy_(const Tensor& source) {
            source.defined() ? shape_str(source.shape()) : "undefined", shape_str(shape()));
   if (source.dtype() == dtype()) {
     std::memmove(raw_data(), source.raw_data(), numel() * dtype_size(dtype()));
+  } else if (source.dtype() == DType::f32 && dtype() == DType::bf16) {
+    convert_f32_to_bf16(source.data<float>(), data<BFloat16>(), numel());
+  } else if (source.dtype() == DType::bf16 && dtype() == DType::f32) {
+    convert_bf16_to_f32(source.data<BFloat16>(), data<float>(), numel());
   } else {
     dispatch_any(dtype(), [&]<typename To>() {
       dispatch_any(source.dtype(), [&]<typename From>() {

@@ -75,7 +75,7 @@ inline void expect_close(const Tensor& actual, const Tensor& expected, const std
 // Golden data `name`: loads torch's state_dict into `module`, gives `run` the inputs
 // (leaves needing gradients) and masks, backpropagates Σ out ⊙ probe, compares everything.
 inline void check_module_against_golden(nn::Module& module, const std::string& name,
-                                       const std::function<Tensor(const std::map<std::string, Tensor>&)>& run) {
+                                        const std::function<Tensor(const std::map<std::string, Tensor>&)>& run) {
   const Golden golden(name);
   const std::map<std::string, Tensor> inputs = load_golden_into(module, golden);
   Tensor out = run(inputs);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/autocast.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 #include "nn/distributed.h"
@@ -52,6 +53,25 @@ int stop_before_start(int exit_code, const std::string& message) {
 
 }  // namespace
 
+void ag::cli::add_precision_flags(CLI::App& app, std::vector<Command>& commands) {
+  for (const char* name : {"eval", "predict", "sample"}) {
+    CLI::App* parent = app.get_subcommand(name);
+    auto precision = std::make_shared<std::string>("f32");
+    parent
+        ->add_option("--precision", *precision,
+                     "f32, or bf16: the products (matmul, Linear, attention) with bf16 operands and f32 results, on "
+                     "CPUs with AVX512_BF16 (engine/README.md, \"Mixed precision\")")
+        ->check(CLI::IsMember({"f32", "bf16"}))
+        ->capture_default_str();
+    for (Command& command : commands)
+      if (command.app == parent || command.app->get_parent() == parent)
+        command.run = [run = command.run, precision] {
+          const ag::AutocastGuard autocast(*precision == "bf16");
+          return run();
+        };
+  }
+}
+
 int ag::cli::run(int argc, char** argv, Mode mode) {
   CLI::App app{"attograd: a small reverse-mode autograd engine for attention models"};
   app.set_version_flag("--version", "attograd 0.1.0");
@@ -74,6 +94,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   commands.push_back(ag::cli::add_sample_command(app));
   commands.push_back(ag::cli::add_walkthrough_command(app));
   for (const ag::cli::Command& command : ag::cli::add_graph_commands(app)) commands.push_back(command);
+  ag::cli::add_precision_flags(app, commands);
 
   try {
     app.parse(argc, argv);

@@ -4,7 +4,8 @@
 // does for PyTorch: x requires grad, gradients are reset every iteration, medians over --iters.
 // `attograd bench transformer`: the peer's Transformer training step (d_model 256, 8 heads, 2+2
 // layers, feed-forward 1024, no dropout; B = 16, S = T = 64; causal target mask; MSE; Adam).
-// Both print the achieved GFLOP/s beside the time and the process's peak resident memory.
+// Both print the achieved GFLOP/s beside the time and the process's peak resident memory; with
+// --precision bf16 they run under ag::AutocastGuard (bf16 products, f32 results).
 //
 // Note [counting FLOPs]: a workload's FLOPs are counted once, here, from its shapes: 2 per
 // multiply-add of its matrix products and nothing else (softmax, masks, bias, layer norm and the
@@ -42,6 +43,7 @@ struct BenchArgs {
   std::string workload;
   std::string shape = "1,6,16,2";
   std::string kernel = "automatic";
+  std::string precision = "f32";
   int iters = 20;
   bool json = false;
 };
@@ -201,15 +203,15 @@ int run_transformer(const BenchArgs& args) {
       kForwardAndBackward * transformer_forward_flops(kBatch, kTokens, kTokens, o.d_model, o.dim_feedforward,
                                                       o.num_encoder_layers, o.num_decoder_layers);
   if (args.json) {
-    fmt::print(R"({{"name": "transformer_step", "threads": {}, "step_ms": {:.5f}, "step_gflops": {:.4f}, )"
-               R"("step_gflop_per_s": {:.2f}, "peak_rss_mb": {:.1f}}})"
+    fmt::print(R"({{"name": "transformer_step", "threads": {}, "precision": "{}", "step_ms": {:.5f}, )"
+               R"("step_gflops": {:.4f}, "step_gflop_per_s": {:.2f}, "peak_rss_mb": {:.1f}}})"
                "\n",
-               get_num_threads(), step, flops / 1e9, gflops_per_s(flops, step), peak_resident_mb());
+               get_num_threads(), args.precision, step, flops / 1e9, gflops_per_s(flops, step), peak_resident_mb());
   } else {
     fmt::print(
-        "transformer_step threads={} iters={}: train step median {:.3f} ms (min {:.3f}) {:.1f} GFLOP/s; peak "
-        "resident {:.0f} MB\n",
-        get_num_threads(), args.iters, step, step_min, gflops_per_s(flops, step), peak_resident_mb());
+        "transformer_step threads={} iters={} precision={}: train step median {:.3f} ms (min {:.3f}) {:.1f} GFLOP/s; "
+        "peak resident {:.0f} MB\n",
+        get_num_threads(), args.iters, args.precision, step, step_min, gflops_per_s(flops, step), peak_resident_mb());
   }
   return 0;
 }
@@ -232,6 +234,10 @@ Command add_bench_command(CLI::App& app) {
                       "attention: the op's kernel (Note [streaming attention] in engine/ops/attention.h)")
           ->check(CLI::IsMember({"automatic", "streaming", "materialising"}))
           ->capture_default_str();
+  cmd->add_option("--precision", args->precision,
+                  "f32, or bf16: the products with bf16 operands (ag::AutocastGuard; CPUs with AVX512_BF16)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "One JSON object: name, shape, threads, kernel, times (ms), GFLOP, GFLOP/s, peak_rss_mb");
   cmd->callback([args, shape, kernel] {  // usage errors (exit 2) before any work
@@ -243,7 +249,10 @@ Command add_bench_command(CLI::App& app) {
       throw CLI::ValidationError(e.what());
     }
   });
-  return {cmd, [args] { return args->workload == "attention" ? run_attention(*args) : run_transformer(*args); }};
+  return {cmd, [args] {
+            const AutocastGuard autocast(args->precision == "bf16");
+            return args->workload == "attention" ? run_attention(*args) : run_transformer(*args);
+          }};
 }
 
 }  // namespace ag::cli

@@ -28,6 +28,11 @@ Command add_train_g2p(CLI::App* train);
 Command add_eval_g2p(CLI::App* eval);
 Command add_predict_g2p(CLI::App* predict);
 
+// --precision f32|bf16 on `eval`, `predict` and `sample` (after either subcommand of eval and
+// predict): each of their commands then runs under ag::AutocastGuard. `train` has its own, recorded
+// in config.json (add_training_flags).
+void add_precision_flags(CLI::App& app, std::vector<Command>& commands);
+
 // The flags every `train <task>` takes, with the task's defaults shown. Returns --lr, whose default
 // may depend on other flags.
 CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,

@@ -221,6 +221,11 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
          "train --help)")
       ->check(kPath)
       ->check(CLI::ExistingDirectory);
+  app->add_option("--precision", options.precision,
+                  "f32, or bf16: the products (matmul, Linear, attention) take bf16 operands with f32 results, "
+                  "forward and backward, on CPUs with AVX512_BF16; weights, optimizer and checkpoints stay f32")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   app->add_flag("--quiet", options.quiet, "No progress bar");
   app->add_option("--max-memory", options.max_memory_mb,
                   "Refuse to start when the estimated peak memory (printed at the start) is above this many MB "

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/flash_attention.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/parallel.h"
@@ -62,6 +63,11 @@ Tensor fully_masked_rows(const T* scores, const AttentionPlan& p) {
 
 }  // namespace
 
+Tensor attention_product(const AttentionPlan& p, const Tensor& x, const Tensor& y, bool tx, bool ty, double scale) {
+  if (!p.bf16) return matmul_forward(x, y, tx, ty, scale);
+  return matmul_forward(converted(x, DType::bf16), converted(y, DType::bf16), tx, ty, scale);
+}
+
 Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse) {
   Tensor out = empty({p.B, p.H, p.T, p.dv}, t.q.dtype());  // (B, H, T, dv)
   lse = empty({p.B, p.H, p.T}, t.q.dtype());               // (B, H, T)
@@ -89,8 +95,8 @@ std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const A
 // zero under MaskedRows::zero.
 MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
                                 const Tensor& key_padding_mask) {
-  Tensor scores = matmul_forward(q, k, false, true, p.scale);  // (B, H, T, S)
-  Tensor empty_rows;                                           // (B, H, T, 1)
+  Tensor scores = attention_product(p, q, k, false, true, p.scale);  // (B, H, T, S)
+  Tensor empty_rows;                                                 // (B, H, T, 1)
   if (p.causal || attn_mask.defined() || key_padding_mask.defined())
     dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
       apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask);
@@ -116,14 +122,14 @@ std::vector<Tensor> attention_backward_from_weights(const AttentionPlan& p, cons
                                                     std::array<bool, 3> needs) {
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
   const Tensor wd = keep.defined() ? mul(w, keep) : w;              // (B, H, T, S)
-  Tensor dw = matmul_forward(g, t.v, false, true, 1.0);             // dWd = g @ vᵀ, (B, H, T, S)
+  Tensor dw = attention_product(p, g, t.v, false, true, 1.0);       // dWd = g @ vᵀ, (B, H, T, S)
   if (keep.defined()) dw = mul(dw, keep);                           // Wd = W ⊙ keep
   Tensor ds = softmax_backward_data(w, dw, -1);                     // W = softmax(S): (B, H, T, S)
   if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);  // S = masked scores: no gradient
   std::vector<Tensor> grads(3);
-  if (needs[0]) grads[0] = matmul_forward(ds, t.k, false, false, p.scale);  // (B, H, T, d)
-  if (needs[1]) grads[1] = matmul_forward(ds, t.q, true, false, p.scale);   // (B, H, S, d)
-  if (needs[2]) grads[2] = matmul_forward(wd, g, true, false, 1.0);         // (B, H, S, dv)
+  if (needs[0]) grads[0] = attention_product(p, ds, t.k, false, false, p.scale);  // (B, H, T, d)
+  if (needs[1]) grads[1] = attention_product(p, ds, t.q, true, false, p.scale);   // (B, H, S, d)
+  if (needs[2]) grads[2] = attention_product(p, wd, g, true, false, 1.0);         // (B, H, S, dv)
   return grads;
 }
 

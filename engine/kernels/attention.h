@@ -18,6 +18,7 @@ struct AttentionPlan {
   bool zero_masked_rows = false;  // MaskedRows::zero
   Shape mask_strides;             // attn_mask's strides read as (B, H, T, S), 0 along broadcast dims
   bool streaming = false;         // Note [streaming attention]
+  bool bf16 = false;              // the materialising kernel's products take bf16 operands (AutocastGuard)
 };
 
 // The op's tensors: q, k, v and the two masks (either may be undefined).
@@ -28,6 +29,9 @@ struct AttentionTensors {
   const Tensor& attn_mask;
   const Tensor& key_padding_mask;
 };
+
+// scale · x @ y (flags as matmul's): with bf16 operands and an f32 result under p.bf16.
+Tensor attention_product(const AttentionPlan& p, const Tensor& x, const Tensor& y, bool tx, bool ty, double scale);
 
 // Streaming: out (B, H, T, dv) and each query row's logsumexp, lse (B, H, T).
 Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse);

@@ -30,13 +30,18 @@ inline dnnl::memory::desc f32_desc(const Dims& dims, const Dims& strides) {
   return {dims, dnnl::memory::data_type::f32, strides};
 }
 
+inline dnnl::memory::desc bf16_desc(const Dims& dims, const Dims& strides) {
+  return {dims, dnnl::memory::data_type::bf16, strides};
+}
+
 inline dnnl::memory::desc f32_desc(const Dims& dims) {
   Dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
   return f32_desc(dims, strides);
 }
 
-// dst = scale · (src @ weights); strides carry transposition and batch broadcasting.
+// dst = scale · (src @ weights); strides carry transposition and batch broadcasting. src and
+// weights f32, or both bf16 (with an f32 dst: f32 accumulation).
 inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
                          const dnnl::memory::desc& dst, float scale) {
   dnnl::primitive_attr attr;

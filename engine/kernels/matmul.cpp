@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
@@ -24,8 +25,10 @@ std::string operand_str(const Tensor& t, bool transposed) { return shape_str(t.s
 }  // namespace
 
 MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
-  check_floating("matmul", "left operand", a);
-  check_floating("matmul", "right operand", b);
+  if (a.dtype() != DType::bf16 || b.dtype() != DType::bf16) {  // bf16 pairs: autocast's products (engine/autocast.h)
+    check_floating("matmul", "left operand", a);
+    check_floating("matmul", "right operand", b);
+  }
   AG_CHECK(a.dim() >= 1 && b.dim() >= 1,
            "matmul: both operands need at least 1 dim, got {} @ {} (use mul to scale by a 0-d tensor)",
            shape_str(a.shape()), shape_str(b.shape()));
@@ -241,8 +244,9 @@ onednn::Dims operand_dims(const Shape& stored, size_t batch_rank, bool transpose
   return dims;
 }
 
-// out = scale · A @ B on oneDNN; false if oneDNN does not take this problem.
-bool matmul_onednn(const float* pa, const float* pb, float* po, const MatmulPlan& plan, float scale) {
+// out = scale · A @ B on oneDNN, A and B f32 or both bf16 (out f32); false if oneDNN does not
+// take this problem.
+bool matmul_onednn(const void* pa, const void* pb, float* po, const MatmulPlan& plan, float scale, bool bf16) {
   MatmulPlan p = plan;
   fold_batch_into_rows(p);
   const size_t rank = p.batch.size();
@@ -251,13 +255,16 @@ bool matmul_onednn(const float* pa, const float* pb, float* po, const MatmulPlan
   const onednn::Dims b_dims = operand_dims(p.b_shape, rank, p.tb, b_strides);  // (batch…, K, N)
   onednn::Dims c_dims = p.batch;                                               // (batch…, M, N)
   c_dims.insert(c_dims.end(), {p.m, p.n});
-  onednn::Key key{static_cast<int64_t>(onednn::Op::matmul), p.ta, p.tb, std::bit_cast<int32_t>(scale)};
+  const onednn::Op op = bf16 ? onednn::Op::matmul_bf16 : onednn::Op::matmul;
+  onednn::Key key{static_cast<int64_t>(op), p.ta, p.tb, std::bit_cast<int32_t>(scale)};
   key.insert(key.end(), a_dims.begin(), a_dims.end());
   key.insert(key.end(), b_dims.begin(), b_dims.end());
   const int64_t multiply_adds = numel(p.batch) * p.m * p.n * p.k;
   onednn::Primitive* primitive = onednn::cached(std::move(key), multiply_adds, [&] {
-    return onednn::make_matmul(onednn::f32_desc(a_dims, a_strides), onednn::f32_desc(b_dims, b_strides),
-                               onednn::f32_desc(c_dims), scale);
+    auto operand = [bf16](const onednn::Dims& dims, const onednn::Dims& strides) {
+      return bf16 ? onednn::bf16_desc(dims, strides) : onednn::f32_desc(dims, strides);
+    };
+    return onednn::make_matmul(operand(a_dims, a_strides), operand(b_dims, b_strides), onednn::f32_desc(c_dims), scale);
   });
   if (primitive == nullptr) return false;
   onednn::execute(*primitive, {{DNNL_ARG_SRC, pa}, {DNNL_ARG_WEIGHTS, pb}, {DNNL_ARG_DST, po}});
@@ -312,12 +319,30 @@ bool few_rows_matmul(const Tensor& a, const Tensor& b, Tensor& out, const Matmul
 
 }  // namespace
 
+namespace {
+
+// bf16 operands, f32 out: oneDNN's bf16 matmul (brgemm with AVX512_BF16 dot products); below its
+// threshold, or where oneDNN does not take the problem, our loops on the operands widened to f32
+// (exactly: the same products, summed in f32).
+Tensor run_matmul_bf16(const Tensor& a, const Tensor& b, const MatmulPlan& plan, double scale) {
+  Tensor out = empty(plan.out_shape, DType::f32);
+  const bool big = numel(plan.batch) * plan.m * plan.k * plan.n >= kOneDnnMatmulMin;
+  if (big && matmul_onednn(a.raw_data(), b.raw_data(), out.data<float>(), plan, static_cast<float>(scale), true))
+    return out;
+  matmul_kernel<float>(converted(a, DType::f32).data<float>(), converted(b, DType::f32).data<float>(),
+                       out.data<float>(), plan, static_cast<float>(scale));
+  return out;
+}
+
+}  // namespace
+
 Tensor run_matmul(const Tensor& a, const Tensor& b, const MatmulPlan& plan, double scale) {
+  if (a.dtype() == DType::bf16) return run_matmul_bf16(a, b, plan, scale);
   Tensor out = empty(plan.out_shape, a.dtype());
   const bool big = numel(plan.batch) * plan.m * plan.k * plan.n >= kOneDnnMatmulMin;
   if (big && few_rows_matmul(a, b, out, plan, static_cast<float>(scale))) return out;
   if (a.dtype() == DType::f32 && big &&
-      matmul_onednn(a.data<float>(), b.data<float>(), out.data<float>(), plan, static_cast<float>(scale)))
+      matmul_onednn(a.data<float>(), b.data<float>(), out.data<float>(), plan, static_cast<float>(scale), false))
     return out;
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
     matmul_kernel<T>(a.data<T>(), b.data<T>(), out.data<T>(), plan, static_cast<T>(scale));

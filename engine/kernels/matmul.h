@@ -19,13 +19,15 @@ struct MatmulPlan {
   bool ta = false, tb = false;  // false for a 1-D operand: a vector is its own transpose
 };
 
-// Checks the operands (floating, same dtype, inner dims, broadcastable batch dims) and plans the product.
+// Checks the operands (floating or bf16, same dtype, inner dims, broadcastable batch dims) and plans
+// the product.
 MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b);
 
-// scale · (a @ b) as planned.
+// scale · (a @ b) as planned; bf16 operands give an f32 result (f32 accumulation).
 Tensor run_matmul(const Tensor& a, const Tensor& b, const MatmulPlan& plan, double scale);
 
-// scale · (a @ b), with matmul's shapes, broadcasting and transposition flags.
+// scale · (a @ b), with matmul's shapes, broadcasting and transposition flags; bf16 operands give
+// an f32 result.
 Tensor matmul_forward(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, double scale);
 
 }  // namespace ag

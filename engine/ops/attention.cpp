@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/kernels/attention.h"
 #include "engine/kernels/broadcast.h"
@@ -91,6 +92,7 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
   p.dv = v.size(3);
   p.streaming = streams(o, p);
+  p.bf16 = !p.streaming && autocast_products(q, k) && v.dtype() == DType::f32;  // streaming: f32 (README)
   return p;
 }
 
@@ -168,10 +170,11 @@ Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor
     NoGradGuard no_grad;
     dropped = mul(weights, keep);  // (B, H, T, S)
   }
-  Tensor out = matmul_forward(dropped, v, false, false, 1.0);  // (B, H, T, dv)
+  Tensor out = attention_product(plan, dropped, v, false, false, 1.0);  // (B, H, T, dv)
   record(out,
          {"ScaledDotProductAttentionBackward",
-          {.formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
+          {.bf16 = plan.bf16,
+           .formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
                       "P)), dq = s · dS k, dk = s · dSᵀ q"}},
          {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows},
          [plan](const BackwardContext& c) {

@@ -4,6 +4,7 @@
 // operand's last two dims swapped, without a copy: Q·Kᵀ is matmul(q, k, false, true).
 #include "engine/ops/matmul.h"
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/kernels/matmul.h"
 #include "engine/ops/arithmetic.h"
@@ -13,44 +14,79 @@
 
 namespace ag {
 
+namespace {
+
+// out = A @ B, with A = a or aᵀ (ta) and B = b or bᵀ (tb), 1-D operands promoted
+//   →  dA = G @ Bᵀ and dB = Aᵀ @ G, summed over the batch dims an operand was broadcast along.
+// `product(x, y, tx, ty)` computes each x @ y (flags as matmul's): the recorded op, or bf16's.
+template <typename Product>
+std::vector<Tensor> matmul_backward(const MatmulPlan& plan, const Tensor& a, const Tensor& b, const Tensor& grad,
+                                    NeedsGrad needs, Product product) {
+  const Tensor a_p = reshape(a, plan.a_shape);  // (..., M, K) or (..., K, M)
+  const Tensor b_p = reshape(b, plan.b_shape);  // (..., K, N) or (..., N, K)
+  Shape g_shape = plan.batch;
+  g_shape.push_back(plan.m);
+  g_shape.push_back(plan.n);
+  const Tensor g = reshape(grad, g_shape);  // (batch, M, N)
+  Tensor da, db;
+  if (needs[0]) {
+    // dA = G @ Bᵀ; when a is stored transposed, da = dAᵀ = B @ Gᵀ.
+    da = plan.ta ? product(b_p, g, plan.tb, true) : product(g, b_p, false, !plan.tb);
+    da = reshape(sum_to(da, plan.a_shape), a.shape());
+  }
+  if (needs[1]) {
+    const bool b_unbatched = numel(Shape(plan.b_shape.begin(), plan.b_shape.end() - 2)) == 1;
+    if (b_unbatched && !plan.batch.empty() && !plan.ta) {
+      // One matrix b under a batch of a (a Linear layer): fold the batch into the rows,
+      // dB = A_flatᵀ @ G_flat, one product instead of a batch of them summed.
+      const int64_t rows = numel(plan.batch) * plan.m;
+      const Tensor a_flat = reshape(a_p, {rows, plan.k});  // (rows, K)
+      const Tensor g_flat = reshape(g, {rows, plan.n});    // (rows, N)
+      db = plan.tb ? product(g_flat, a_flat, true, false) : product(a_flat, g_flat, true, false);
+    } else {
+      // dB = Aᵀ @ G; when b is stored transposed, db = dBᵀ = Gᵀ @ A.
+      db = plan.tb ? product(g, a_p, true, plan.ta) : product(a_p, g, !plan.ta, false);
+      db = sum_to(db, plan.b_shape);
+    }
+    db = reshape(db, b.shape());
+  }
+  return {da, db};
+}
+
+// Under AutocastGuard: the product of a's and b's bf16 copies, f32 out; the node saves the copies
+// and its backward's two products take bf16 operands too (the gradient rounded once).
+Tensor matmul_bf16(const Tensor& a, const Tensor& b, const MatmulPlan& plan) {
+  const Tensor a16 = autocast_operand(a), b16 = autocast_operand(b);
+  Tensor out = run_matmul(a16, b16, plan, 1.0);
+  record(out,
+         {"MatmulBackward",
+          {.bf16 = true, .formula = "out = bf16(A) bf16(B)  →  dA = bf16(g) bf16(B)ᵀ, dB = bf16(A)ᵀ bf16(g)"}},
+         {a, b}, {a16, b16}, [plan](const BackwardContext& c) {
+           // out = bf16(A) @ bf16(B)  →  dA = bf16(G) @ bf16(B)ᵀ, dB = bf16(A)ᵀ @ bf16(G)
+           AG_CHECK(!grad_enabled(),
+                    "matmul ran in bf16 (under AutocastGuard): its backward cannot be differentiated again "
+                    "(create_graph); compute higher-order gradients in f32");
+           return matmul_backward(
+               plan, c.saved[0], c.saved[1], to(c.grad, DType::bf16), c.needs_grad,
+               [](const Tensor& x, const Tensor& y, bool tx, bool ty) { return matmul_forward(x, y, tx, ty, 1.0); });
+         });
+  return out;
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   const MatmulPlan plan = plan_matmul(a, b, transpose_a, transpose_b);
+  if (autocast_products(a, b)) return matmul_bf16(a, b, plan);
   Tensor out = run_matmul(a, b, plan, 1.0);
   record(out, {"MatmulBackward", {.formula = "out = A B  →  dA = g Bᵀ, dB = Aᵀ g (summed over broadcast batch dims)"}},
          {a, b}, {a, b}, [plan](const BackwardContext& c) {
-           // out = A @ B, with A = a or aᵀ (ta) and B = b or bᵀ (tb), 1-D operands promoted
-           //   →  dA = G @ Bᵀ and dB = Aᵀ @ G, summed over the batch dims an operand was broadcast along.
-           const Tensor& a = c.saved[0];
-           const Tensor& b = c.saved[1];
-           const Tensor a_p = reshape(a, plan.a_shape);  // (..., M, K) or (..., K, M)
-           const Tensor b_p = reshape(b, plan.b_shape);  // (..., K, N) or (..., N, K)
-           Shape g_shape = plan.batch;
-           g_shape.push_back(plan.m);
-           g_shape.push_back(plan.n);
-           const Tensor g = reshape(c.grad, g_shape);  // (batch, M, N)
-           Tensor da, db;
-           if (c.needs_grad[0]) {
-             // dA = G @ Bᵀ; when a is stored transposed, da = dAᵀ = B @ Gᵀ.
-             da = plan.ta ? matmul(b_p, g, plan.tb, true) : matmul(g, b_p, false, !plan.tb);
-             da = reshape(sum_to(da, plan.a_shape), a.shape());
-           }
-           if (c.needs_grad[1]) {
-             const bool b_unbatched = numel(Shape(plan.b_shape.begin(), plan.b_shape.end() - 2)) == 1;
-             if (b_unbatched && !plan.batch.empty() && !plan.ta) {
-               // One matrix b under a batch of a (a Linear layer): fold the batch into the rows,
-               // dB = A_flatᵀ @ G_flat, one product instead of a batch of them summed.
-               const int64_t rows = numel(plan.batch) * plan.m;
-               const Tensor a_flat = reshape(a_p, {rows, plan.k});  // (rows, K)
-               const Tensor g_flat = reshape(g, {rows, plan.n});    // (rows, N)
-               db = plan.tb ? matmul(g_flat, a_flat, true, false) : matmul(a_flat, g_flat, true, false);
-             } else {
-               // dB = Aᵀ @ G; when b is stored transposed, db = dBᵀ = Gᵀ @ A.
-               db = plan.tb ? matmul(g, a_p, true, plan.ta) : matmul(a_p, g, !plan.ta, false);
-               db = sum_to(db, plan.b_shape);
-             }
-             db = reshape(db, b.shape());
-           }
-           return std::vector<Tensor>{da, db};
+           // out = A @ B (matmul_backward above); the products recorded under create_graph, and in f32
+           // even where a backward runs under AutocastGuard
+           return matmul_backward(plan, c.saved[0], c.saved[1], c.grad, c.needs_grad,
+                                  [](const Tensor& x, const Tensor& y, bool tx, bool ty) {
+                                    return grad_enabled() ? matmul(x, y, tx, ty) : matmul_forward(x, y, tx, ty, 1.0);
+                                  });
          });
   return out;
 }

@@ -53,6 +53,7 @@ const std::vector<ResumeRule>& resume_rules() {
        "(mpirun -np N) may change: a checkpoint does not depend on how a batch is split; recorded (bit-identity "
        "needs the same split)"},
       {"micro_batches", "may change, as ranks; recorded"},
+      {"precision", "(--precision f32|bf16) may change: checkpoints are f32 either way; recorded"},
       {"attograd_version", "may change: a newer build continues an older run; recorded"}};
   return rules;
 }

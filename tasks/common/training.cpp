@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "engine/autocast.h"
 #include "engine/inspect.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
@@ -18,6 +19,11 @@ namespace ag::tasks {
 
 std::string version() { return ATTOGRAD_VERSION; }
 
+bool precision_is_bf16(const std::string& precision) {
+  AG_CHECK(precision == "f32" || precision == "bf16", "--precision: expected f32 or bf16, got '{}'", precision);
+  return precision == "bf16";
+}
+
 std::string config_json(const TrainingOptions& options, const std::string& task_settings) {
   nlohmann::json config = nlohmann::json::parse(task_settings);
   config.update({{"epochs", options.epochs},
@@ -27,6 +33,7 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
                  {"ranks", nn::dist::ranks()},
                  {"seed", options.seed},
                  {"threads", get_num_threads()},
+                 {"precision", options.precision},
                  {"attograd_version", version()}});
   return config.dump();
 }
@@ -37,6 +44,7 @@ std::optional<std::vector<nn::EpochRecord>> run_training(nn::Module& model, nn::
                                                          const std::map<std::string, std::string>& checkpoint_metadata,
                                                          const TrainerSettings& settings,
                                                          std::vector<double>* step_seconds) {
+  const AutocastGuard autocast(precision_is_bf16(options.precision));  // refused here, before anything is written
   nn::TrainerOptions trainer_options{.epochs = options.epochs,
                                      .batch_size = options.batch_size,
                                      .micro_batches = options.micro_batches,

@@ -28,13 +28,17 @@ struct TrainingOptions {
   // left empty (tests, a program of one's own), run_training opens it from `resume`.
   std::shared_ptr<RunDir> run_dir{};
   bool quiet = false;
-  bool trace_backward = false;  // trace the first step's backward on stderr (engine/inspect.h)
-  bool detect_anomaly = false;  // the first NaN/Inf, forward or backward, stops the run naming its op and scope
-  int64_t max_memory_mb = 0;    // a bound on the estimated peak (tasks/common/memory.h); 0: the memory available
+  bool trace_backward = false;    // trace the first step's backward on stderr (engine/inspect.h)
+  bool detect_anomaly = false;    // the first NaN/Inf, forward or backward, stops the run naming its op and scope
+  int64_t max_memory_mb = 0;      // a bound on the estimated peak (tasks/common/memory.h); 0: the memory available
+  std::string precision = "f32";  // "bf16": the products under ag::AutocastGuard (engine/autocast.h)
 };
 
 // attograd's version (CMake's PROJECT_VERSION), stored in every config.
 std::string version();
+
+// True for "bf16", false for "f32"; anything else is an error naming --precision.
+bool precision_is_bf16(const std::string& precision);
 
 // The common settings, the thread count and the version merged into a task's settings
 // (a JSON object as text): the config stored in config.json and every checkpoint.

@@ -1,8 +1,6 @@
 // Properties of the encoder-decoders: seed 004's decoders and the Transformer's are causal (a
 // later target point never changes an earlier output, bit for bit), hidden keys get exactly zero
 // weight, and padding never changes a sequence's outputs at its real positions.
-#include "nn/seeds/seed004.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +11,7 @@
 #include "engine/ops/mask.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
+#include "nn/seeds/seed004.h"
 #include "nn/transformer.h"
 #include "tests/test_util.h"
 

@@ -5,8 +5,8 @@
 
 #include <functional>
 
-#include "nn/seeds/seed003.h"
 #include "nn/layers.h"
+#include "nn/seeds/seed003.h"
 #include "nn/seeds/seed004.h"
 #include "nn/transformer.h"
 #include "tests/golden_util.h"

@@ -16,7 +16,6 @@
 namespace ag::nn {
 namespace {
 
-
 Tensor mask_or_none(const Inputs& in, const std::string& name) {
   auto it = in.find(name);
   return it == in.end() ? Tensor() : it->second;
@@ -52,7 +51,8 @@ TEST(GoldenTransformer, UnmaskedWithUnequalDepths) {
                      .num_decoder_layers = 2,
                      .dim_feedforward = 12,
                      .dropout = 0.0});
-  check_module_against_golden(model, "transformer_unmasked", [&](const Inputs& in) { return model.forward(in.at("src"), in.at("tgt")); });
+  check_module_against_golden(model, "transformer_unmasked",
+                              [&](const Inputs& in) { return model.forward(in.at("src"), in.at("tgt")); });
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // The squares task's Transformer model against the PyTorch peer's class (tools/golden/transformer.py:
 // outputs, every gradient, print(model)), and its autoregressive predict().
-#include "tasks/squares/transformer.h"
-
 #include <gtest/gtest.h>
 
 #include "engine/ops/shape.h"
+#include "tasks/squares/transformer.h"
 #include "tests/golden_util.h"
 
 namespace ag::squares {

@@ -26,6 +26,19 @@ last_loss="$(tail -n 1 "$out/metrics.csv" | awk -F, '{printf "%.6f", $6}')"
 check "eval charlm reproduces the last validation loss" 0 "val loss $last_loss nats/char" -- \
   "$attograd" --threads 1 eval charlm --checkpoint "$out/last.safetensors"
 check "eval charlm on the training split" 0 "train loss" -- "$attograd" eval charlm --checkpoint "$out/last.safetensors" --split train
+# --precision bf16 on eval and sample: the products in bf16, the loss within bf16's error of f32's;
+# where the CPU lacks AVX512_BF16, refused naming the feature.
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  bf16_loss="$("$attograd" --threads 1 eval charlm --checkpoint "$out/last.safetensors" --precision bf16 2>&1 |
+    sed -n 's/.*val loss \([0-9.]*\) nats\/char.*/\1/p')"
+  expect "eval charlm --precision bf16: loss within 0.02 of f32's ($bf16_loss vs $last_loss)" \
+    awk -v a="$bf16_loss" -v b="$last_loss" 'BEGIN {exit !(a != "" && a - b < 0.02 && b - a < 0.02)}'
+  check "sample --precision bf16" 0 "characters/s" -- "$attograd" sample --checkpoint "$out/best.safetensors" --tokens 20 --precision bf16
+else
+  check "eval charlm --precision bf16 without AVX512_BF16" 1 "AVX512_BF16" -- \
+    "$attograd" eval charlm --checkpoint "$out/last.safetensors" --precision bf16
+fi
+check "eval --precision takes f32 or bf16" 2 "precision" -- "$attograd" eval charlm --checkpoint "$out/last.safetensors" --precision f16
 one="$("$attograd" sample --checkpoint "$out/best.safetensors" --tokens 80 --seed 3 --prompt "call " 2>/dev/null)"
 two="$("$attograd" sample --checkpoint "$out/best.safetensors" --tokens 80 --seed 3 --prompt "call " 2>/dev/null)"
 expect "sample: the same seed gives the same text" test "$one" = "$two"

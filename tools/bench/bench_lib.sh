@@ -23,20 +23,30 @@ require_openblas() {  # $1: the calling script's name
   }
 }
 
-# The charlm scripts' shared start: `charlm_setup NAME "$@"` reads --runs N (3) and --iters N (300)
-# and sets runs, iters, peer (the PyTorch charlm script), data (Moby-Dick, fetched if missing) and
-# attograd; $root must be the repository root.
-charlm_setup() {
+# `read_run_flags NAME "$@"`: --runs N, --iters N and --precision f32|bf16 into runs, iters and
+# precision (the caller sets their defaults first).
+read_run_flags() {
   local name="$1"
   shift
-  runs=3 iters=300
   while [ $# -gt 0 ]; do
     case "$1" in
       --runs) runs="$2"; shift 2 ;;
       --iters) iters="$2"; shift 2 ;;
-      *) echo "usage: $name [--runs N] [--iters N]" >&2; exit 2 ;;
+      --precision) precision="$2"; shift 2 ;;
+      *) echo "usage: $name [--runs N] [--iters N] [--precision f32|bf16]" >&2; exit 2 ;;
     esac
   done
+  case "$precision" in f32 | bf16) ;; *) echo "$name: --precision must be f32 or bf16, got '$precision'" >&2; exit 2 ;; esac
+}
+
+# The charlm scripts' shared start: `charlm_setup NAME "$@"` reads --runs N (3), --iters N (300) and
+# --precision f32|bf16 (f32) and sets runs, iters, precision, peer (the PyTorch charlm script), data
+# (Moby-Dick, fetched if missing) and attograd; $root must be the repository root.
+charlm_setup() {
+  local name="$1"
+  shift
+  runs=3 iters=300 precision=f32
+  read_run_flags "$name" "$@"
   attograd="$(attograd_program "$root" "$name")"
   peer="${ATTOGRAD_PEER:-$root/../shared/peer}/charlm_torch.py"
   "$root/tools/fetch_data.sh"

@@ -4,7 +4,9 @@
 # (median step after 50 warm-up iterations, both sides measure it the same way), peak resident
 # memory, and sampling characters/s (ours with the KV cache; the peer recomputes the window as
 # nanoGPT's generate does). Prints each run, then medians and ratios (> 1: attograd is faster).
-#   tools/bench/charlm_compare.sh [--runs N] [--iters N]     (default 3 runs of 300 iterations)
+# With --precision bf16, ours trains with --precision bf16 and the peer runs twice per run, in f32
+# and under its CPU autocast (tools/bench/peer_autocast.py): training tokens/s against both.
+#   tools/bench/charlm_compare.sh [--runs N] [--iters N] [--precision f32|bf16]   (3 runs of 300 iterations, f32)
 # Uses build/tools/attograd (tools/setup.sh builds it). Run it alone on a quiet machine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -15,26 +17,36 @@ trap 'rm -rf "$work"' EXIT
 
 machine_line
 
+peer_train() {  # $1: f32 or bf16, $2: threads; prints the peer's training tokens/s
+  local run_peer=(/usr/bin/python3 "$peer")
+  if [ "$1" = bf16 ]; then run_peer=(/usr/bin/python3 "$root/tools/bench/peer_autocast.py" "$peer"); fi
+  /usr/bin/time -v "${run_peer[@]}" --data "$data" --threads "$2" --iters "$iters" \
+    --eval-interval 100000 --sample 300 >"$work/peer.out" 2>"$work/peer.time"
+  sed -n 's/^RESULT,charlm_train_tokens_per_s,\([0-9.]*\),.*/\1/p' "$work/peer.out"
+}
+
 for threads in 1 2; do
   for run in $(seq "$runs"); do
     /usr/bin/time -v "$attograd" --threads "$threads" train charlm --iters "$iters" --eval-interval "$iters" \
-      --out "$work/ours" --quiet >"$work/ours.out" 2>"$work/ours.time"
+      --precision "$precision" --out "$work/ours" --quiet >"$work/ours.out" 2>"$work/ours.time"
     "$attograd" --threads "$threads" sample --checkpoint "$work/ours/last.safetensors" --tokens 300 --seed 1337 \
       >/dev/null 2>"$work/sample.err"
     ours=$(sed -n 's/^training: \([0-9]*\) tokens.*/\1/p' "$work/ours.out")
     ours_sample=$(sed -n 's/.*: \([0-9]*\) characters\/s/\1/p' "$work/sample.err")
-    /usr/bin/time -v /usr/bin/python3 "$peer" --data "$data" --threads "$threads" --iters "$iters" \
-      --eval-interval 100000 --sample 300 >"$work/peer.out" 2>"$work/peer.time"
-    theirs=$(sed -n 's/^RESULT,charlm_train_tokens_per_s,\([0-9.]*\),.*/\1/p' "$work/peer.out")
+    theirs=$(peer_train f32 "$threads")
     theirs_sample=$(sed -n 's/^RESULT,charlm_sample_overall_tokens_per_s,\([0-9.]*\),.*/\1/p' "$work/peer.out")
-    echo "threads $threads run $run: train tok/s ours $ours peer $theirs | peak RSS ours $(peak_mb "$work/ours.time") MB" \
-      "peer $(peak_mb "$work/peer.time") MB | sample chars/s ours $ours_sample peer $theirs_sample"
-    echo "$threads $ours $theirs $ours_sample $theirs_sample" >>"$work/rows"
+    theirs_bf16=-
+    if [ "$precision" = bf16 ]; then theirs_bf16=$(peer_train bf16 "$threads"); fi
+    echo "threads $threads run $run: train tok/s ours ($precision) $ours peer $theirs peer-bf16 $theirs_bf16 |" \
+      "peak RSS ours $(peak_mb "$work/ours.time") MB | sample chars/s ours $ours_sample peer $theirs_sample"
+    echo "$threads $ours $theirs $ours_sample $theirs_sample $theirs_bf16" >>"$work/rows"
   done
-  awk -v t="$threads" '$1 == t {print $2}' "$work/rows" | median >"$work/a"
-  awk -v t="$threads" '$1 == t {print $3}' "$work/rows" | median >"$work/b"
-  awk -v t="$threads" '$1 == t {print $4}' "$work/rows" | median >"$work/c"
-  awk -v t="$threads" '$1 == t {print $5}' "$work/rows" | median >"$work/d"
-  awk -v t="$threads" -v a="$(cat "$work/a")" -v b="$(cat "$work/b")" -v c="$(cat "$work/c")" -v d="$(cat "$work/d")" \
-    'BEGIN {printf "threads %s medians: training %.0f vs %.0f tok/s = %.2fx; sampling %.0f vs %.0f chars/s = %.1fx\n", t, a, b, a / b, c, d, c / d}'
+  column_median() { awk -v t="$threads" -v c="$1" '$1 == t {print $c}' "$work/rows" | median; }
+  awk -v t="$threads" -v p="$precision" -v a="$(column_median 2)" -v b="$(column_median 3)" -v c="$(column_median 4)" \
+    -v d="$(column_median 5)" \
+    'BEGIN {printf "threads %s medians: training (ours %s) %.0f vs %.0f tok/s = %.2fx; sampling %.0f vs %.0f chars/s = %.1fx\n", t, p, a, b, a / b, c, d, c / d}'
+  if [ "$precision" = bf16 ]; then
+    awk -v t="$threads" -v a="$(column_median 2)" -v e="$(column_median 6)" \
+      'BEGIN {printf "threads %s medians: training (ours bf16) %.0f vs PyTorch bf16 autocast %.0f tok/s = %.2fx\n", t, a, e, a / e}'
+  fi
 done

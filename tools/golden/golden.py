@@ -12,7 +12,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN_DIR = os.path.join(ROOT, "tests", "golden")
 
-_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.bool: "BOOL"}
+_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.bool: "BOOL", torch.bfloat16: "BF16"}
 
 
 def fnv1a64(data, value=0xCBF29CE484222325):
@@ -30,7 +30,7 @@ def save(path, tensors, metadata=None):
         header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
     for name, t in tensors.items():
         t = t.detach().contiguous().cpu()
-        data = t.numpy().tobytes()
+        data = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()  # numpy has no bf16
         header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

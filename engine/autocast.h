@@ -1,0 +1,35 @@
+// Mixed precision, PyTorch's CPU autocast recipe: while an AutocastGuard lives on a thread, the
+// products of f32 tensors (matmul, and so Linear, and the attention products) take bf16 operands
+// and give f32 results, forward and backward; every other op stays f32 (engine/README.md, "Mixed
+// precision", has the table).
+#pragma once
+
+#include "engine/tensor.h"
+
+namespace ag {
+
+// Turns autocast on (or, with enabled = false, leaves it as it is) for this thread while it lives;
+// guards nest. Refuses, naming the missing CPU feature, on a CPU without AVX512_BF16: bf16
+// products would be emulated there, slower than f32.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool enabled_;
+};
+
+bool autocast_enabled();
+
+// True when a product of these f32 operands runs in bf16: autocast is on and both are f32.
+bool autocast_products(const Tensor& a, const Tensor& b);
+
+// x (f32) rounded to bf16 (round-to-nearest-even, as to(x, DType::bf16)). A leaf that requires grad (a weight) is
+// converted once per version while the outermost guard lives: every use in a step shares one copy,
+// and the optimizer's in-place step (a new version) makes the next one.
+Tensor autocast_operand(const Tensor& x);
+
+}  // namespace ag

@@ -1,0 +1,23 @@
+// f32 ↔ bf16 over arrays: round-to-nearest-even as bf16_bits_from_f32 (engine/dtype.h), bit-exact
+// with PyTorch's .to(torch.bfloat16), vectorised; and whether this CPU runs bf16 products natively.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/dtype.h"
+#include "engine/tensor.h"
+
+namespace ag {
+
+void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n);
+void convert_bf16_to_f32(const BFloat16* in, float* out, int64_t n);
+
+// x's values in another dtype (a new tensor, or x when it has that dtype already), recording
+// nothing: the kernels' conversion of a product's operands (the differentiable one is ops' `to`).
+Tensor converted(const Tensor& x, DType dtype);
+
+// True when the CPU has AVX512_BF16 (lscpu flag avx512_bf16): oneDNN then runs bf16 matmul at
+// twice the f32 rate. Without it bf16 products are emulated and slower than f32.
+bool cpu_has_avx512_bf16();
+
+}  // namespace ag

@@ -1,0 +1,265 @@
+// bf16 mixed precision: the conversions against PyTorch (tools/golden/bf16.py), the products under
+// AutocastGuard against f64 within bf16's bound for their K, and the autocast policy as a table.
+// Whatever needs AVX512_BF16 skips, saying so, on a CPU without it.
+#include "engine/kernels/bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "engine/autocast.h"
+#include "engine/autograd.h"
+#include "engine/graph.h"
+#include "engine/inspect.h"
+#include "engine/ops.h"
+#include "nn/gpt.h"
+#include "tests/golden_util.h"
+#include "tests/test_util.h"
+
+namespace ag {
+namespace {
+
+#define SKIP_WITHOUT_AVX512_BF16()                                                                        \
+  if (!cpu_has_avx512_bf16())                                                                             \
+  GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): bf16 products are refused here, " \
+                  "as AutocastGuard's refusal test checks"
+
+std::vector<uint16_t> bits_of(const Tensor& bf16) {
+  std::vector<uint16_t> bits(bf16.numel());
+  std::memcpy(bits.data(), bf16.raw_data(), bits.size() * sizeof(uint16_t));
+  return bits;
+}
+
+TEST(Bf16Conversion, MatchesPyTorchBitForBitSpecialsIncluded) {
+  const Golden golden("bf16");
+  for (const std::string set : {"special", "random"}) {
+    const Tensor in = golden[set + ".f32"];
+    const std::vector<uint16_t> expected = bits_of(golden[set + ".bf16"]);
+    const std::vector<uint16_t> vectorised = bits_of(to(in, DType::bf16));  // engine/kernels/bf16.cpp
+    ASSERT_EQ(vectorised.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      uint32_t input;
+      std::memcpy(&input, in.data<float>() + i, 4);
+      EXPECT_EQ(vectorised[i], expected[i]) << set << " element " << i << ": f32 bits " << std::hex << input;
+      EXPECT_EQ(bf16_bits_from_f32(in.data<float>()[i]), expected[i]) << set << " element " << i << " (scalar)";
+    }
+  }
+}
+
+TEST(Bf16Conversion, WideningIsExactAndRoundTripsEveryPattern) {
+  Tensor all = empty({65536}, DType::bf16);
+  for (uint32_t b = 0; b < 65536; ++b) all.data<BFloat16>()[b].bits = static_cast<uint16_t>(b);
+  const Tensor wide = to(all, DType::f32);
+  const Tensor back = to(wide, DType::bf16);
+  for (uint32_t b = 0; b < 65536; ++b) {
+    uint32_t f;
+    std::memcpy(&f, wide.data<float>() + b, 4);
+    ASSERT_EQ(f, b << 16) << "bf16 " << b;
+    const bool nan = (b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0;
+    ASSERT_EQ(back.data<BFloat16>()[b].bits, nan ? 0xFFFF : b) << "bf16 " << b;
+  }
+}
+
+// x with every element rounded to bf16 and widened again, in f64.
+Tensor rounded_f64(const Tensor& x) { return to(to(to(x.detach(), DType::bf16), DType::f32), DType::f64); }
+
+// |got − want| ≤ bound elementwise (all f64 tensors of one shape); returns the worst ratio.
+double worst_ratio(const Tensor& got, const Tensor& want, const Tensor& bound, const std::string& what) {
+  const std::vector<double> g = got.to_vector(), w = want.to_vector(), b = bound.to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double ratio = std::abs(g[i] - w[i]) / b[i];
+    worst = std::max(worst, ratio);
+    EXPECT_LE(ratio, 1.0) << what << " element " << i << ": " << g[i] << " vs " << w[i] << ", bound " << b[i];
+  }
+  return worst;
+}
+
+// A product under AutocastGuard, forward and both gradients, against f64:
+// - within bf16's bound of the exact product of the f32 operands: each operand rounded (relative
+//   error ≤ 2⁻⁸ each, so ≤ 2·2⁻⁸ + 2⁻¹⁶ per term), plus f32 summation over K (≤ K·2⁻²⁴ / (1 − K·2⁻²⁴)),
+//   both relative to Σ_k |x_k|·|y_k|;
+// - and within the f32 summation bound alone of the exact product of the bf16-rounded operands:
+//   it did take bf16 operands (an f32 product would miss this by far more).
+void check_product(int64_t M, int64_t K, int64_t N, bool ta, bool tb) {
+  SCOPED_TRACE(fmt::format("M {} K {} N {} ta {} tb {}", M, K, N, ta, tb));
+  Generator gen(K + M);
+  const Tensor a = randn(ta ? Shape{K, M} : Shape{M, K}, DType::f32, gen).requires_grad_();
+  const Tensor b = randn(tb ? Shape{N, K} : Shape{K, N}, DType::f32, gen).requires_grad_();
+  const Tensor w = randn({M, N}, DType::f32, gen);  // the loss's weights: the gradient arriving is w
+  Tensor out;
+  {
+    AutocastGuard autocast;
+    out = matmul(a, b, ta, tb);
+    sum(mul(out, w)).backward();
+  }
+  ASSERT_EQ(out.dtype(), DType::f32);
+  ASSERT_EQ(a.grad().dtype(), DType::f32);
+  const double f32_sum = K * std::ldexp(1.0, -24) / (1 - K * std::ldexp(1.0, -24));
+  const double bf16_terms = 2 * std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + f32_sum;
+  // Each of out, dA, dB is a product x @ y of two f64 tensors; its bounds come from |x| @ |y|.
+  auto check = [&](const std::string& what, const Tensor& got, const Tensor& x, const Tensor& y, bool tx, bool ty) {
+    const Tensor x64 = to(x.detach(), DType::f64), y64 = to(y.detach(), DType::f64);
+    const Tensor magnitude = matmul(abs(x64), abs(y64), tx, ty);
+    const Tensor got64 = to(got, DType::f64);
+    worst_ratio(got64, matmul(x64, y64, tx, ty), add(mul(magnitude, bf16_terms), 1e-30), what + " vs exact");
+    const Tensor rounded = matmul(rounded_f64(x), rounded_f64(y), tx, ty);
+    const Tensor rounded_magnitude = matmul(abs(rounded_f64(x)), abs(rounded_f64(y)), tx, ty);
+    worst_ratio(got64, rounded, add(mul(rounded_magnitude, f32_sum), 1e-30), what + " vs bf16 operands");
+  };
+  check("out", out, a, b, ta, tb);
+  // dA = G @ Bᵀ (stored transposed: B @ Gᵀ); dB = Aᵀ @ G (stored transposed: Gᵀ @ A).
+  if (ta)
+    check("da", a.grad(), b, w, tb, true);
+  else
+    check("da", a.grad(), w, b, false, !tb);
+  if (tb)
+    check("db", b.grad(), w, a, true, ta);
+  else
+    check("db", b.grad(), a, w, !ta, false);
+}
+
+TEST(Bf16Products, MatmulForwardAndBothGradientsWithinBf16BoundOfF64) {
+  SKIP_WITHOUT_AVX512_BF16();
+  for (const int64_t K : {16, 64, 384, 1536})  // below and above oneDNN's threshold
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) check_product(48, K, 40, ta, tb);
+}
+
+TEST(Bf16Products, AttentionProductsWithinBf16BoundOfTheF32Op) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(5);
+  const Shape shape{2, 3, 64, 32};  // (B, H, T, d): the materialising kernel
+  std::vector<Tensor> in32, in64;
+  for (int i = 0; i < 3; ++i) {
+    in32.push_back(randn(shape, DType::f32, gen).requires_grad_());
+    in64.push_back(to(in32.back().detach(), DType::f64).requires_grad_());
+  }
+  const Tensor g = randn(shape, DType::f32, gen);
+  Tensor out;
+  {
+    AutocastGuard autocast;
+    out = scaled_dot_product_attention(in32[0], in32[1], in32[2], {.is_causal = true}).output;
+    out.backward(g);
+  }
+  ASSERT_NE(op_of(*out.grad_fn()).find("[bf16]"), std::string::npos);
+  const Tensor exact = scaled_dot_product_attention(in64[0], in64[1], in64[2], {.is_causal = true}).output;
+  exact.backward(to(g, DType::f64));
+  // Two products of unit-scale values over K = 32 and 64 through a softmax: a few bf16 ulps of
+  // the outputs' scale (2⁻⁸ relative); f32 alone would agree to ~1e-6.
+  auto max_error = [](const Tensor& x, const Tensor& y) {
+    const Tensor d = abs(sub(to(x, DType::f64), y));
+    return max(d).item() / std::max(1.0, max(abs(y)).item());
+  };
+  const double bound = 8 * std::ldexp(1.0, -8);
+  EXPECT_LE(max_error(out, exact), bound);
+  for (int i = 0; i < 3; ++i) EXPECT_LE(max_error(in32[i].grad(), in64[i].grad()), bound) << "input " << i;
+  EXPECT_GT(max_error(out, exact), 1e-5) << "as close as f32: were the operands rounded to bf16?";
+}
+
+// The autocast policy, PyTorch's CPU recipe (engine/README.md, "Mixed precision"): which ops take
+// bf16 operands. Every op a GPT step and the other common ops record must be listed.
+const std::map<std::string, bool> kRunsInBf16 = {{"matmul", true},         {"scaled_dot_product_attention", true},
+                                                 {"embedding", false},     {"add", false},
+                                                 {"layer_norm", false},    {"gelu", false},
+                                                 {"softmax", false},       {"log_softmax", false},
+                                                 {"cross_entropy", false}, {"mse_loss", false},
+                                                 {"sum", false},           {"mean", false},
+                                                 {"mul", false},           {"reshape", false},
+                                                 {"transpose", false},     {"permute", false},
+                                                 {"slice", false},         {"dropout", false},
+                                                 {"leaf", false}};
+
+TEST(Bf16Autocast, PolicyTable) {
+  SKIP_WITHOUT_AVX512_BF16();
+  manual_seed(3);
+  nn::GPT gpt({.vocab_size = 11, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 16});
+  Generator gen(4);
+  const Tensor idx = randint(0, 11, {2, 8}, gen);
+  Tensor loss;
+  {
+    AutocastGuard autocast;
+    const Tensor logits = gpt.forward(idx);  // (2, 8, 11)
+    const Tensor x = reshape(logits, {16, 11});
+    loss = add(cross_entropy(x, reshape(idx, {16})), mean(mse_loss(softmax(x, -1), log_softmax(x, -1))));
+  }
+  const Graph graph = capture_graph(loss, parameter_names(gpt.named_parameters()));
+  std::map<std::string, int> seen;
+  for (const GraphNode& n : graph.nodes) {
+    const bool bf16 = n.op.ends_with("[bf16]");
+    const std::string op = bf16 ? n.op.substr(0, n.op.size() - 6) : n.op;
+    ++seen[op];
+    if (!kRunsInBf16.contains(op)) {
+      ADD_FAILURE() << op << " is not in the autocast policy table: add it";
+      continue;
+    }
+    EXPECT_EQ(bf16, kRunsInBf16.at(op)) << op << (bf16 ? " ran in bf16" : " ran in f32");
+    EXPECT_EQ(n.dtype, DType::f32) << op << ": every output stays f32";
+  }
+  for (const char* op : {"matmul", "scaled_dot_product_attention", "layer_norm", "gelu", "cross_entropy", "softmax"})
+    EXPECT_GT(seen[op], 0) << op << " did not run: the table test covers less than it says";
+  loss.backward();
+  for (const auto& [name, p] : gpt.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_EQ(p.dtype(), DType::f32) << name << ": master weights stay f32";
+    EXPECT_EQ(p.grad().dtype(), DType::f32) << name;
+  }
+}
+
+TEST(Bf16Autocast, OffByDefaultAndOffAgainAfterTheGuard) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(1);
+  const Tensor a = randn({4, 5}, DType::f32, gen).requires_grad_(), b = randn({5, 3}, DType::f32, gen);
+  EXPECT_FALSE(autocast_enabled());
+  EXPECT_EQ(op_of(*matmul(a, b).grad_fn()), "matmul");
+  {
+    AutocastGuard autocast;
+    AutocastGuard off(false);  // leaves it as it is
+    EXPECT_TRUE(autocast_enabled());
+    EXPECT_EQ(op_of(*matmul(a, b).grad_fn()), "matmul[bf16]");
+    const Tensor a64 = to(a, DType::f64);  // f64 products stay f64
+    EXPECT_EQ(op_of(*matmul(a64, to(b, DType::f64)).grad_fn()), "matmul");
+  }
+  EXPECT_FALSE(autocast_enabled());
+  EXPECT_EQ(op_of(*matmul(a, b).grad_fn()), "matmul");
+}
+
+TEST(Bf16Autocast, AWeightIsConvertedOncePerVersion) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(2);
+  Tensor w = randn({6, 4}, DType::f32, gen).requires_grad_();
+  const Tensor x = randn({3, 4}, DType::f32, gen);
+  AutocastGuard autocast;
+  const Tensor first = autocast_operand(w);
+  EXPECT_EQ(autocast_operand(w).raw_data(), first.raw_data()) << "a second use converted it again";
+  EXPECT_NE(autocast_operand(x).raw_data(), autocast_operand(x).raw_data()) << "activations are not cached";
+  {
+    NoGradGuard no_grad;
+    w.add_(ones({6, 4}), 1.0);  // an optimizer step: a new version
+  }
+  const Tensor second = autocast_operand(w);
+  EXPECT_NE(second.raw_data(), first.raw_data());
+  EXPECT_EQ(bits_of(second), bits_of(to(w.detach(), DType::bf16)));
+}
+
+TEST(Bf16Autocast, SecondOrderThroughABf16ProductIsRefused) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(3);
+  const Tensor a = randn({4, 5}, DType::f32, gen).requires_grad_(), b = randn({5, 3}, DType::f32, gen);
+  Tensor out;
+  {
+    AutocastGuard autocast;
+    out = sum(matmul(a, b));
+  }
+  expect_error([&] { out.backward({}, false, /*create_graph=*/true); }, {"bf16", "create_graph", "f32"});
+}
+
+TEST(Bf16Autocast, RefusedWithoutAvx512Bf16NamingTheFeature) {
+  if (cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has AVX512_BF16: the refusal cannot happen here";
+  expect_error([] { AutocastGuard autocast; }, {"AVX512_BF16", "avx512_bf16", "f32"});
+}
+
+}  // namespace
+}  // namespace ag

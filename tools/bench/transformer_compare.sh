@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `attograd bench transformer` (nn::Transformer d_model 256, 8 heads, 2+2 layers, B 16, S = T = 64:
+# a training step with Adam) side by side with the same step in PyTorch
+# (../shared/peer/attn_bench_torch.py, which times its MHA cases first), alternating, at 1 and 2
+# threads. Ours runs in --precision; with bf16 the peer runs both in f32 and under its CPU autocast
+# (tools/bench/peer_autocast.py). Prints each run's median step, then medians over the runs and
+# ratios (> 1: attograd is faster).
+#   tools/bench/transformer_compare.sh [--runs N] [--iters N] [--precision f32|bf16]   (3 runs, 20 steps, f32)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tools/bench/bench_lib.sh"
+runs=3 iters=20 precision=f32
+read_run_flags transformer_compare.sh "$@"
+attograd="$(attograd_program "$root" transformer_compare.sh)"
+peer="${ATTOGRAD_PEER:-$root/../shared/peer}/attn_bench_torch.py"
+require_openblas transformer_compare.sh
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+machine_line
+peer_step() {  # $1: f32 or bf16, $2: threads; prints the peer's median step in ms
+  local run_peer=(/usr/bin/python3 "$peer")
+  if [ "$1" = bf16 ]; then run_peer=(/usr/bin/python3 "$root/tools/bench/peer_autocast.py" "$peer"); fi
+  "${run_peer[@]}" --threads "$2" --iters "$iters" | sed -n "s/^RESULT,transformer_step_t$2,\([0-9.]*\),.*/\1/p"
+}
+
+for threads in 1 2; do
+  for run in $(seq "$runs"); do
+    ours=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" --json |
+      sed -n 's/.*"step_ms": \([0-9.]*\),.*/\1/p')
+    theirs=$(peer_step f32 "$threads")
+    theirs_bf16=-
+    if [ "$precision" = bf16 ]; then theirs_bf16=$(peer_step bf16 "$threads"); fi
+    echo "threads $threads run $run: step ms ours ($precision) $ours, PyTorch f32 $theirs, PyTorch bf16 $theirs_bf16"
+    echo "$threads $ours $theirs $theirs_bf16" >>"$work/rows"
+  done
+  column_median() { awk -v t="$threads" -v c="$1" '$1 == t {print $c}' "$work/rows" | median; }
+  awk -v t="$threads" -v p="$precision" -v a="$(column_median 2)" -v b="$(column_median 3)" \
+    'BEGIN {printf "threads %s medians: step ours (%s) %.2f ms vs PyTorch f32 %.2f ms = %.2fx\n", t, p, a, b, b / a}'
+  if [ "$precision" = bf16 ]; then
+    awk -v t="$threads" -v a="$(column_median 2)" -v c="$(column_median 4)" \
+      'BEGIN {printf "threads %s medians: step ours (bf16) %.2f ms vs PyTorch bf16 autocast %.2f ms = %.2fx\n", t, a, c, c / a}'
+  fi
+done
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
