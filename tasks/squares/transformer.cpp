@@ -20,7 +20,7 @@ Tensor SquaresTransformer::forward(const Tensor& source, const Tensor& shifted_t
                                    const Tensor& src_key_padding_mask) {
   AG_CHECK(shifted_target.defined() && shifted_target.dim() == 3,
            "SquaresTransformer: expected a shifted target of shape (N, T, F), got {}",
-           shape_or_undefined(shifted_target));
+           shifted_target.defined() ? shape_str(shifted_target.shape()) : "undefined");
   nn::TransformerMasks masks;
   masks.tgt_mask = causal_mask(shifted_target.size(1));
   masks.src_key_padding_mask = masks.memory_key_padding_mask = src_key_padding_mask;
@@ -31,7 +31,7 @@ Tensor SquaresTransformer::forward(const Tensor& source, const Tensor& shifted_t
 Tensor SquaresTransformer::predict(const Tensor& source, int64_t target_len, const Tensor& src_key_padding_mask) {
   AG_CHECK(source.defined() && source.dim() == 3 && target_len > 0,
            "SquaresTransformer: predict expects a source (N, S, F) and target_len > 0, got {} and {}",
-           shape_or_undefined(source), target_len);
+           source.defined() ? shape_str(source.shape()) : "undefined", target_len);
   NoGradGuard no_grad;
   Tensor inputs = slice(source, 1, -1, source.size(1));  // (N, 1, F)
   for (int64_t i = 0; i < target_len; ++i) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "engine/ops.h"
@@ -44,20 +45,35 @@ class LineTask : public TrainTask {
   Linear& model_;
 };
 
-struct Run {
+// The Trainer's options for these runs: no progress bar; out_dir and config empty unless given.
+TrainerOptions line_options(int64_t epochs, int64_t batch_size, const std::string& out_dir = "",
+                            const std::string& task = "line") {
+  TrainerOptions options;
+  options.epochs = epochs;
+  options.batch_size = batch_size;
+  options.seed = 7;
+  options.out_dir = out_dir;
+  options.progress = false;
+  options.config = nlohmann::json({{"task", task}}).dump();
+  return options;
+}
+
+struct LineRun {
   Linear model{1, 1, /*bias=*/false};
   SGD optimizer{model.parameters(), 0.01};
   LineTask task{model};
-  Run() { model.weight.fill_(0); }
+  LineRun() {
+    const NoGradGuard no_grad;
+    model.weight.fill_(0);
+  }
   float w() const { return model.weight.data<float>()[0]; }
 };
 
 TEST(Trainer, FullBatchSgdFollowsTheClosedForm) {
   // dL/dw = 2 (w - 2) mean(x²) = 15 (w - 2): with lr 0.01 each step multiplies w - 2 by 0.85, so
   // from w = 0, w_k = 2 - 2·0.85^k, and epoch k's train loss (before its step) is 7.5 (w_{k-1} - 2)².
-  Run run;
-  const std::vector<EpochRecord> history =
-      Trainer(run.model, run.optimizer, run.task, {.epochs = 3, .batch_size = 4, .progress = false}).fit();
+  LineRun run;
+  const std::vector<EpochRecord> history = Trainer(run.model, run.optimizer, run.task, line_options(3, 4)).fit();
   ASSERT_EQ(history.size(), 3u);
   for (int k = 1; k <= 3; ++k) {
     const double before = 2 - 2 * std::pow(0.85, k - 1), after = 2 - 2 * std::pow(0.85, k);
@@ -80,19 +96,14 @@ TEST(Trainer, ResumeFromItsCheckpointEqualsAnUninterruptedRun) {
   // Batches of 2 in a seeded shuffle: the order matters, so the resume must restore the generator.
   const TempDir dir;
   const auto options = [&](const std::string& out, int64_t epochs) {
-    return TrainerOptions{.epochs = epochs,
-                          .batch_size = 2,
-                          .seed = 7,
-                          .out_dir = (dir / out).string(),
-                          .progress = false,
-                          .config = R"({"task": "line"})"};
+    return line_options(epochs, 2, (dir / out).string());
   };
-  Run straight;
+  LineRun straight;
   const std::vector<EpochRecord> all =
       Trainer(straight.model, straight.optimizer, straight.task, options("a", 4)).fit();
-  Run first;
+  LineRun first;
   Trainer(first.model, first.optimizer, first.task, options("b", 2)).fit();
-  Run rest;
+  LineRun rest;
   Trainer resumed(rest.model, rest.optimizer, rest.task, options("b", 4));
   resumed.resume(read_checkpoint((dir / "b" / "last.safetensors").string()));
   const std::vector<EpochRecord> history = resumed.fit();
@@ -106,13 +117,10 @@ TEST(Trainer, ResumeFromItsCheckpointEqualsAnUninterruptedRun) {
 
 TEST(Trainer, RefusesAnotherTasksCheckpoint) {
   const TempDir dir;
-  Run first;
-  Trainer(first.model, first.optimizer, first.task,
-          {.epochs = 1, .out_dir = (dir / "run").string(), .progress = false, .config = R"({"task": "line"})"})
-      .fit();
-  Run other;
-  Trainer trainer(other.model, other.optimizer, other.task,
-                  {.epochs = 2, .progress = false, .config = R"({"task": "curve"})"});
+  LineRun first;
+  Trainer(first.model, first.optimizer, first.task, line_options(1, 4, (dir / "run").string())).fit();
+  LineRun other;
+  Trainer trainer(other.model, other.optimizer, other.task, line_options(2, 4, "", "curve"));
   expect_error([&] { trainer.resume(read_checkpoint((dir / "run" / "last.safetensors").string())); },
                {"last.safetensors", "cannot resume", "task is \"line\"", "\"curve\""});
 }

@@ -16,6 +16,8 @@
 namespace ag::nn {
 namespace {
 
+using Inputs = std::map<std::string, Tensor>;
+
 Tensor mask_or_none(const Inputs& in, const std::string& name) {
   auto it = in.find(name);
   return it == in.end() ? Tensor() : it->second;
