@@ -38,7 +38,7 @@ Text load_text(const std::string& data) {
   constexpr const char* kMobyDick = "moby-dick.txt";
   Text text{data.empty() ? tasks::corpus_path(kMobyDick) : data, {}, {}};
   const std::string bytes = data.empty() ? tasks::read_corpus(kMobyDick) : tasks::read_data_file(data);
-  text.sha256 = tasks::sha256_hex(bytes);
+  text.sha256 = tasks::data_file_sha256(text.path);
   text.chars = tasks::decode_utf8(tasks::as_text(bytes, text.path), text.path);
   AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
   return text;

@@ -241,9 +241,9 @@ std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
   settings["vocab_size"] = vocab.size();
   settings["dim"] = o.dim;
   settings["data"] = o.data;
-  // The file's content, so --resume and eval notice a file rewritten in place (the UCI corpus is
-  // pinned: tasks::read_corpus checks it).
-  if (!o.data.empty()) settings["data_sha256"] = tasks::sha256_hex(tasks::read_data_file(o.data));
+  // The file's content as read, so --resume and eval notice a file rewritten in place (the UCI
+  // corpus is pinned: tasks::read_corpus checks it).
+  if (!o.data.empty()) settings["data_sha256"] = tasks::data_file_sha256(o.data);
   settings["val_fraction"] = o.val_fraction;
   settings["optimizer"] = "AdamW";
   settings["weight_decay"] = o.weight_decay;

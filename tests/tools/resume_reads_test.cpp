@@ -3,12 +3,12 @@
 // table and the Trainer continues from that same checkpoint (nn::checkpoints_read counts the reads).
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "nn/checkpoint.h"
+#include "tests/reversal_pairs.h"
 #include "tests/test_util.h"
 #include "tools/commands.h"
 
@@ -39,12 +39,8 @@ TEST_P(ResumeReads, LastCheckpointOnce) {
   std::ofstream text(dir / "text.txt");
   for (int line = 0; line < 10; ++line) text << "the whale and the sea, the ship and the sea; call me ishmael.\n";
   text.close();
-  std::ofstream pairs(dir / "pairs.tsv");  // spelling backwards
-  for (const std::string word : {"cat", "dog", "bird", "fish", "horse", "mouse", "tiger", "zebra", "camel", "eagle"}) {
-    pairs << word << '\t';
-    for (size_t i = word.size(); i-- > 0;) pairs << char(std::toupper(word[i])) << (i ? " " : "\n");
-  }
-  pairs.close();
+  write_reversal_pairs((dir / "pairs.tsv").string(),
+                       {"cat", "dog", "bird", "fish", "horse", "mouse", "tiger", "zebra", "camel", "eagle"});
   std::vector<std::string> first = {"train", run.task, "--quiet", "--out", out};
   for (const std::string& flag : run.first)
     first.push_back(flag.starts_with("DIR/") ? (dir / flag.substr(4)).string() : flag);
