@@ -21,7 +21,7 @@ std::vector<Command> add_eval_commands(CLI::App& app);     // eval sentiment, sq
 std::vector<Command> add_predict_commands(CLI::App& app);  // predict sentiment, g2p
 Command add_sample_command(CLI::App& app);                 // sample (from a charlm checkpoint)
 Command add_walkthrough_command(CLI::App& app);
-std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, sentiment, charlm, walkthrough
+std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, sentiment, charlm, g2p, walkthrough
 
 // `train g2p`, `eval g2p`, `predict g2p` (g2p_command.cpp), added under their parent commands.
 Command add_train_g2p(CLI::App* train);

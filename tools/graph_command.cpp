@@ -10,6 +10,7 @@
 #include "engine/inspect.h"
 #include "engine/step_record.h"
 #include "tasks/charlm/task.h"
+#include "tasks/g2p/task.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
@@ -229,6 +230,29 @@ Command add_graph_charlm(CLI::App* graph) {
           [options, task] { return export_graph(*options, first_step_of(charlm::first_step_loss, task), "charlm"); }};
 }
 
+Command add_graph_g2p(CLI::App* graph) {
+  auto options = std::make_shared<GraphOptions>();
+  auto task = std::make_shared<g2p::G2POptions>();
+  CLI::App* app = graph->add_subcommand(
+      "g2p", "The graph of `train g2p`'s loss (the encoder-decoder) on the first --batch-size training pairs");
+  add_output_flags(app, *options);
+  app->add_option("--data", task->data, "source<TAB>target lines (default: CMUdict, fetched by tools/fetch_data.sh)")
+      ->check(kPath);
+  app->add_option("--preset", task->preset, "Model sizes: small or base")
+      ->check(CLI::IsMember({"small", "base"}))
+      ->capture_default_str();
+  app->add_option("--batch-size", task->training.batch_size, "Pairs in the batch")
+      ->check(whole_number(1, 100000))
+      ->capture_default_str();
+  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
+      ->check(kSeed)
+      ->capture_default_str();
+  return {app, [options, task] {
+            task->model = g2p::preset_config(task->preset);
+            return export_graph(*options, first_step_of(g2p::first_step_loss, task), "g2p (" + task->preset + ")");
+          }};
+}
+
 Command add_graph_walkthrough(CLI::App* graph) {
   auto options = std::make_shared<GraphOptions>();
   CLI::App* app = graph->add_subcommand(
@@ -251,7 +275,8 @@ std::vector<Command> add_graph_commands(CLI::App& app) {
   CLI::App* graph = app.add_subcommand(
       "graph", "Export the autograd graph of one training step's loss (ops, module scopes, shapes, saved bytes)");
   graph->require_subcommand(1);
-  return {add_graph_squares(graph), add_graph_sentiment(graph), add_graph_charlm(graph), add_graph_walkthrough(graph)};
+  return {add_graph_squares(graph), add_graph_sentiment(graph), add_graph_charlm(graph), add_graph_g2p(graph),
+          add_graph_walkthrough(graph)};
 }
 
 }  // namespace ag::cli

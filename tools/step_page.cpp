@@ -121,9 +121,13 @@ std::string step_json(const StepRecorder& recorder, const std::string& note) {
 
 std::string step_page_html(const StepRecorder& recorder, const std::string& svg, const std::string& title,
                            const std::string& note) {
-  std::string data = step_json(recorder, note);
+  const std::string numbers = step_json(recorder, note);
   // "</" would end the <script> element holding the JSON; "<\/" reads the same to JSON.parse.
-  for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3)) data.insert(at + 1, "\\");
+  std::string data;
+  size_t from = 0;
+  for (size_t at = numbers.find("</"); at != std::string::npos; from = at + 1, at = numbers.find("</", from))
+    data.append(numbers, from, at + 1 - from).append("\\");
+  data.append(numbers, from);
   std::string page = kStepPageTemplate;
   fill(page, "%%TITLE%%", html_escaped(title));
   fill(page, "%%TITLE%%", html_escaped(title));

@@ -27,6 +27,7 @@ kernels::FlashProblem<F> flash_problem(const AttentionPlan& p, const Tensor& att
   f.scale = static_cast<F>(p.scale);
   f.causal = p.causal;
   f.zero_masked_rows = p.zero_masked_rows;
+  f.bf16 = p.bf16;
   if (key_padding_mask.defined()) f.padded = key_padding_mask.data<bool>();
   if (attn_mask.defined()) {
     if (attn_mask.dtype() == DType::b8) f.takes_part = attn_mask.data<bool>();

@@ -1,5 +1,6 @@
 #include "engine/kernels/flash_attention.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/dtype.h"
 #include "engine/kernels/exp.h"
 #include "engine/kernels/parallel.h"
 
@@ -101,6 +103,60 @@ template <typename V, int R>
   gemm_vectorised<f32x16, 8>(g);
 }
 void block_gemm(const Gemm<double>& g) { gemm_columns(g, 0); }
+
+// The same product with its operands rounded to bf16 (round-to-nearest-even, as to(x, DType::bf16))
+// and summed in f32 by AVX512_BF16's vdpbf16ps, which adds two products (k and k+1) per f32 lane:
+// a is packed as (m, k/2) pairs, b as (k/2, n, 2) so a lane's two k values sit side by side; an
+// odd k is padded with a zero. Tiles of 8 rows × 16 columns; the last columns under a mask.
+struct Bf16Packs {
+  std::vector<uint16_t> a, b;
+};
+
+void pack_bf16_operands(const Gemm<float>& g, int64_t pairs, int64_t padded_n, Bf16Packs& packs) {
+  packs.a.assign(g.m * pairs * 2, 0);  // (m, pairs, 2)
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t p = 0; p < g.k; ++p) packs.a[i * pairs * 2 + p] = bf16_bits_from_f32(g.a[i * g.a_row + p * g.a_col]);
+  packs.b.assign(pairs * padded_n * 2, 0);  // (pairs, padded_n, 2)
+  for (int64_t p = 0; p < g.k; ++p)
+    for (int64_t j = 0; j < g.n; ++j)
+      packs.b[((p / 2) * padded_n + j) * 2 + p % 2] = bf16_bits_from_f32(g.b[p * g.ldb + j]);
+}
+
+template <int R>
+[[gnu::target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq"), gnu::always_inline]] inline void bf16_tile(
+    const Gemm<float>& g, const Bf16Packs& packs, int64_t pairs, int64_t padded_n, int64_t i, int64_t j) {
+  const __mmask16 columns = g.n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (g.n - j)) - 1);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r)
+    acc[r] = g.overwrite ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(columns, g.c + (i + r) * g.ldc + j);
+  const auto* a_pairs = reinterpret_cast<const int32_t*>(packs.a.data());  // (m, pairs)
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b = (__m512bh)_mm512_loadu_si512(packs.b.data() + (p * padded_n + j) * 2);  // 16 lanes × 2
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(a_pairs[(i + r) * pairs + p]), b);
+  }
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(g.c + (i + r) * g.ldc + j, columns, acc[r]);
+}
+
+[[gnu::target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq")]] void block_gemm_bf16(const Gemm<float>& g) {
+  thread_local Bf16Packs packs;
+  const int64_t pairs = (g.k + 1) / 2, padded_n = (g.n + 15) / 16 * 16;
+  pack_bf16_operands(g, pairs, padded_n, packs);
+  for (int64_t j = 0; j < g.n; j += 16) {
+    int64_t i = 0;
+    for (; i + 8 <= g.m; i += 8) bf16_tile<8>(g, packs, pairs, padded_n, i, j);
+    for (; i < g.m; ++i) bf16_tile<1>(g, packs, pairs, padded_n, i, j);
+  }
+}
+
+// One block product of problem p: bf16 operands when p asks for them (f32 only).
+template <typename F>
+void product(const FlashProblem<F>& p, const Gemm<F>& g) {
+  if constexpr (std::is_same_v<F, float>) {
+    if (p.bf16) return block_gemm_bf16(g);
+  }
+  block_gemm(g);
+}
 
 // dst (cols, rows) = scale · src (rows, cols)ᵀ, src with leading dim ld.
 template <typename F>
@@ -241,10 +297,10 @@ void forward_query_block(const FlashProblem<F>& p, const F* q, const F* kt, cons
   const int64_t key_end = p.causal ? std::min(p.S, i0 + rows) : p.S;  // causal: no key after the last query
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, key_end - j0);
-    block_gemm(Gemm<F>{q_block, p.d, 1, kt_head + j0, p.S, w.s.data(), cols, rows, cols, p.d, true});  // (rows, cols)
+    product(p, Gemm<F>{q_block, p.d, 1, kt_head + j0, p.S, w.s.data(), cols, rows, cols, p.d, true});  // (rows, cols)
     if (block_is_masked(p, i0, j0, cols)) mask_block(p, w.s.data(), bh, i0, rows, j0, cols);
     online_softmax_update(w.s.data(), rows, cols, p.dv, w);
-    block_gemm(Gemm<F>{w.s.data(), cols, 1, v_head + j0 * p.dv, p.dv, w.acc.data(), p.dv, rows, p.dv, cols});
+    product(p, Gemm<F>{w.s.data(), cols, 1, v_head + j0 * p.dv, p.dv, w.acc.data(), p.dv, rows, p.dv, cols});
   }
   finish_rows(p, w, rows, out + (bh * p.T + i0) * p.dv, lse + bh * p.T + i0);
 }
@@ -282,20 +338,20 @@ void backward_block(const FlashProblem<F>& p, const Head<F>& h, int64_t bh, int6
   F* s = w.s.data();                         // (rows, cols)
   F* ds = w.ds.data();                       // (rows, cols)
   // forward: s = scale · q @ kᵀ + masks;  p = softmax(s) = e^(s − lse)
-  block_gemm(Gemm<F>{q_block, p.d, 1, w.kt.data(), cols, s, cols, rows, cols, p.d, true});
+  product(p, Gemm<F>{q_block, p.d, 1, w.kt.data(), cols, s, cols, rows, cols, p.d, true});
   if (block_is_masked(p, i0, j0, cols)) mask_block(p, s, bh, i0, rows, j0, cols);
   for (int64_t i = 0; i < rows; ++i) {
     const F lse = h.lse[i0 + i];  // -inf: every key masked, no weight (shift +inf makes the row 0)
     exp_row(s + i * cols, cols, lse == -std::numeric_limits<F>::infinity() ? -lse : lse);
   }
   // forward: out = p @ v  →  dv += pᵀ @ dout, dp = dout @ vᵀ
-  block_gemm(Gemm<F>{s, 1, cols, dout_block, p.dv, w.dv.data(), p.dv, cols, p.dv, rows});
-  block_gemm(Gemm<F>{dout_block, p.dv, 1, w.vt.data(), cols, ds, cols, rows, cols, p.dv, true});
+  product(p, Gemm<F>{s, 1, cols, dout_block, p.dv, w.dv.data(), p.dv, cols, p.dv, rows});
+  product(p, Gemm<F>{dout_block, p.dv, 1, w.vt.data(), cols, ds, cols, rows, cols, p.dv, true});
   // p = softmax(s)  →  ds = p ⊙ (dp − Σ dout ⊙ out)
   for (int64_t i = 0; i < rows; ++i) softmax_grad_row(s + i * cols, ds + i * cols, cols, w.dot[i0 + i]);
   // s = scale · q @ kᵀ  →  dq += ds @ k, dk += dsᵀ @ q (both scaled once at the end)
-  block_gemm(Gemm<F>{ds, cols, 1, h.k + j0 * p.d, p.d, h.dq + i0 * p.d, p.d, rows, p.d, cols});
-  block_gemm(Gemm<F>{ds, 1, cols, q_block, p.d, w.dk.data(), p.d, cols, p.d, rows});
+  product(p, Gemm<F>{ds, cols, 1, h.k + j0 * p.d, p.d, h.dq + i0 * p.d, p.d, rows, p.d, cols});
+  product(p, Gemm<F>{ds, 1, cols, q_block, p.d, w.dk.data(), p.d, cols, p.d, rows});
 }
 
 // Σ dout ⊙ out per query row (in double: the sum's rounding would depend on vectorisation).

@@ -1,9 +1,9 @@
 // Streaming attention (the FlashAttention recurrence): blocks of queries against blocks of keys
 // with an online softmax, so the (T, S) weights never exist; only each query row's logsumexp is
 // kept for the backward, which recomputes the weights block by block. f32 runs AVX-512 / AVX2
-// clones chosen at run time; f64 runs the same blocks in plain loops (the gradient checks).
-// Every task writes its own rows, so results do not depend on scheduling: the same bits for any
-// thread count.
+// clones chosen at run time, or with bf16 set, AVX512_BF16 dot products (autocast's products); f64 runs the same blocks
+// in plain loops (the gradient checks). Every task writes its own rows, so results do not depend on scheduling: the
+// same bits for any thread count.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,8 @@ struct FlashProblem {
   F scale = 1;
   bool causal = false;
   bool zero_masked_rows = false;          // a row with every key masked: output 0 (else NaN)
+  bool bf16 = false;                      // f32 only: the block products' operands rounded to bf16,
+                                          // summed in f32 (AVX512_BF16; the caller checks the CPU)
   const bool* padded = nullptr;           // (B, S), true = ignored
   const bool* takes_part = nullptr;       // b8 attn_mask, true = takes part
   const F* added = nullptr;               // additive attn_mask

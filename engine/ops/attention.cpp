@@ -92,7 +92,7 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
   p.dv = v.size(3);
   p.streaming = streams(o, p);
-  p.bf16 = !p.streaming && autocast_products(q, k) && v.dtype() == DType::f32;  // streaming: f32 (README)
+  p.bf16 = autocast_products(q, k) && v.dtype() == DType::f32;
   return p;
 }
 
@@ -141,7 +141,8 @@ Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   Tensor out = attention_streaming_forward(plan, {q, k, v, o.attn_mask, o.key_padding_mask}, lse);  // (B, H, T, dv)
   record(out,
          {"ScaledDotProductAttentionBackward",
-          {.formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
+          {.bf16 = plan.bf16,
+           .formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
                       "P)), dq = s · dS k, dk = s · dSᵀ q"}},
          {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse}, [plan](const BackwardContext& c) {
            // out = softmax(scale · q @ kᵀ + masks) @ v, the weights recomputed as e^(scores − lse)

@@ -313,6 +313,25 @@ double learning_rate(int64_t step, int64_t total_steps, double lr, double min_lr
   return min_lr + (lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
+StepLoss first_step_loss(const G2POptions& options) {
+  const Lexicon lexicon = load_lexicon(options.data, options.stress);
+  const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
+  std::vector<Pair> pairs = training_pairs(lexicon, source, target, 1.0, options.training.seed);
+  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
+           lexicon.path, lexicon.words.size());
+  pairs.resize(std::min(pairs.size(), static_cast<size_t>(options.training.batch_size)));
+  ModelConfig config = options.model;
+  config.source_vocab = source.size();
+  config.target_vocab = target.size();
+  manual_seed(options.training.seed);
+  StepLoss step{std::make_unique<G2PTransformer>(config), {}};
+  std::vector<int64_t> batch(pairs.size());
+  std::iota(batch.begin(), batch.end(), 0);
+  G2PTask task(*step.model, std::move(pairs), {}, options);
+  step.loss = task.loss(batch);
+  return step;
+}
+
 int train(const G2POptions& options) {
   const Lexicon lexicon = load_lexicon(options.data, options.stress);
   for (const std::string& line : lexicon.summary) fmt::print("{}\n", line);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ struct PredictOptions {
 int train(const G2POptions& options);
 int eval(const EvalOptions& options);
 int predict(const PredictOptions& options);
+
+// The loss of one training batch (the first --batch-size training pairs, dropout on), with the
+// model that computed it: `graph g2p` draws and records this step.
+struct StepLoss {
+  std::unique_ptr<G2PTransformer> model;
+  Tensor loss;
+};
+StepLoss first_step_loss(const G2POptions& options);
 
 // The peer's schedule: linear warm-up lr·(s+1)/W over W = max(1, round(warmup_frac·S)) steps, then a
 // cosine from lr down to min_lr at step S - 1.

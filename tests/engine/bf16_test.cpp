@@ -128,10 +128,11 @@ TEST(Bf16Products, MatmulForwardAndBothGradientsWithinBf16BoundOfF64) {
       for (const bool tb : {false, true}) check_product(48, K, 40, ta, tb);
 }
 
-TEST(Bf16Products, AttentionProductsWithinBf16BoundOfTheF32Op) {
-  SKIP_WITHOUT_AVX512_BF16();
+// scaled_dot_product_attention under AutocastGuard, output and the three gradients, against f64.
+void check_attention(const Shape& shape, AttentionKernel kernel, bool causal) {  // shape (B, H, T, d)
+  SCOPED_TRACE(fmt::format("shape {} kernel {} causal {}", shape_str(shape),
+                           kernel == AttentionKernel::streaming ? "streaming" : "materialising", causal));
   Generator gen(5);
-  const Shape shape{2, 3, 64, 32};  // (B, H, T, d): the materialising kernel
   std::vector<Tensor> in32, in64;
   for (int i = 0; i < 3; ++i) {
     in32.push_back(randn(shape, DType::f32, gen).requires_grad_());
@@ -141,13 +142,13 @@ TEST(Bf16Products, AttentionProductsWithinBf16BoundOfTheF32Op) {
   Tensor out;
   {
     AutocastGuard autocast;
-    out = scaled_dot_product_attention(in32[0], in32[1], in32[2], {.is_causal = true}).output;
+    out = scaled_dot_product_attention(in32[0], in32[1], in32[2], {.is_causal = causal, .kernel = kernel}).output;
     out.backward(g);
   }
   ASSERT_NE(op_of(*out.grad_fn()).find("[bf16]"), std::string::npos);
-  const Tensor exact = scaled_dot_product_attention(in64[0], in64[1], in64[2], {.is_causal = true}).output;
+  const Tensor exact = scaled_dot_product_attention(in64[0], in64[1], in64[2], {.is_causal = causal}).output;
   exact.backward(to(g, DType::f64));
-  // Two products of unit-scale values over K = 32 and 64 through a softmax: a few bf16 ulps of
+  // Two products of unit-scale values over K = d and S through a softmax: a few bf16 ulps of
   // the outputs' scale (2⁻⁸ relative); f32 alone would agree to ~1e-6.
   auto max_error = [](const Tensor& x, const Tensor& y) {
     const Tensor d = abs(sub(to(x, DType::f64), y));
@@ -157,6 +158,17 @@ TEST(Bf16Products, AttentionProductsWithinBf16BoundOfTheF32Op) {
   EXPECT_LE(max_error(out, exact), bound);
   for (int i = 0; i < 3; ++i) EXPECT_LE(max_error(in32[i].grad(), in64[i].grad()), bound) << "input " << i;
   EXPECT_GT(max_error(out, exact), 1e-5) << "as close as f32: were the operands rounded to bf16?";
+}
+
+TEST(Bf16Products, AttentionProductsWithinBf16BoundOfTheF32Op) {
+  SKIP_WITHOUT_AVX512_BF16();
+  check_attention({2, 3, 64, 32}, AttentionKernel::materialising, true);
+  // The streaming kernel's AVX512_BF16 block products: whole 64-row blocks and ragged ones (T, S
+  // not multiples of 16, an odd d padded to pairs).
+  for (const bool causal : {false, true}) {
+    check_attention({2, 3, 64, 32}, AttentionKernel::streaming, causal);
+    check_attention({1, 2, 150, 33}, AttentionKernel::streaming, causal);
+  }
 }
 
 // The autocast policy, PyTorch's CPU recipe (engine/README.md, "Mixed precision"): which ops take

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real `attograd train g2p` / `eval g2p` / `predict g2p` programs on pairs made here (spelling
+# The real `attograd train g2p` / `eval g2p` / `predict g2p` / `graph g2p` programs on pairs made here (spelling
 # backwards): a short run writes its files, eval reproduces the last validation PER/WER and writes a
 # report, predict prints each word's phonemes, --resume continues byte-identically; bad input (a
 # line without a tab, an empty side, invalid UTF-8, an unknown character, a checkpoint of another
@@ -25,6 +25,10 @@ done
 expect "metrics.csv has the PER and WER columns" grep -q "^epoch,train_loss,val_per,val_wer$" "$out/metrics.csv"
 expect "a row per epoch" test "$(wc -l <"$out/metrics.csv")" -eq 4
 wer="$(tail -n 1 "$out/metrics.csv" | awk -F, '{printf "%.2f", $4}')"
+check "graph g2p draws the encoder-decoder's first step (cross-attention included)" 0 \
+  "decoder.layers.0.multihead_attn" -- "$attograd" graph g2p --data "$work/pairs.tsv" --batch-size 4 --format text
+check "graph g2p --format html writes the step page" 0 "wrote $work/g2p.html" -- \
+  "$attograd" graph g2p --data "$work/pairs.tsv" --batch-size 4 --format html --out "$work/g2p.html"
 check "eval g2p reproduces the last validation WER" 0 "WER $wer%" -- \
   "$attograd" --threads 1 eval g2p --checkpoint "$out/last.safetensors" --split val --report "$work/report.svg"
 expect "eval --report wrote the report" grep -q "<svg" "$work/report.svg"

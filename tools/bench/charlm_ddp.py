@@ -5,7 +5,8 @@ the model from the same seed, draws the same global batch of --batch-size window
 contiguous 1/N of them, and DDP averages the gradients (its default buckets, overlapped with
 backward); clipping, AdamW and the lr schedule as the peer. Rank 0 times each step (tokens: the
 global batch) and prints the peer's RESULT line for training tokens/s (median after 50 warm-up
-iterations). Not the peer folder's: tools/bench/charlm_scaling.sh runs it.
+iterations). With --bf16 each rank's forward runs under torch.cpu.amp.autocast(dtype=torch.bfloat16),
+backward and the optimizer outside (PyTorch's CPU mixed-precision recipe). Not the peer folder's: tools/bench/charlm_scaling.sh runs it.
 
   /usr/bin/python3 tools/bench/charlm_ddp.py --data moby-dick.txt --ranks 2 --threads 1 --iters 300
 """
@@ -56,7 +57,8 @@ def run(rank, a):
         t = time.perf_counter()
         ix = torch.randint(len(train) - T, (B,), generator=gen)[first:last]  # the same global draw on every rank
         pos = ix[:, None] + offs
-        _, loss = ddp(train[pos], train[pos + 1])
+        with torch.cpu.amp.autocast(dtype=torch.bfloat16, enabled=a.bf16):
+            _, loss = ddp(train[pos], train[pos + 1])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -67,7 +69,7 @@ def run(rank, a):
     if rank == 0:
         after = step_s[50:] if len(step_s) > 50 else step_s
         tps = [B * T / s for s in after]
-        print(f"torch {torch.__version__} DDP gloo: {a.ranks} ranks x {a.threads} threads, global batch {B}: "
+        print(f"torch {torch.__version__} DDP gloo ({'bf16 autocast' if a.bf16 else 'f32'}): {a.ranks} ranks x {a.threads} threads, global batch {B}: "
               f"median {statistics.median(after) * 1e3:.2f} ms/step, {statistics.median(tps):,.0f} tokens/s")
         print(f"RESULT,charlm_ddp_train_tokens_per_s,{statistics.median(tps):.1f},{max(tps):.1f},tok/s")
     dist.destroy_process_group()
@@ -88,6 +90,7 @@ def main():
     ap.add_argument("--block-size", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=12)
     ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--bf16", action="store_true", help="the forward under CPU autocast (bfloat16)")
     a = ap.parse_args()
     if not os.path.exists(a.peer):
         sys.exit(f"charlm_ddp: the peer script {a.peer} is missing (--peer PATH)")

@@ -8,7 +8,9 @@
 #     (tools/bench/charlm_ddp.py).
 # Training tokens/s is the global batch's tokens over rank 0's step time (median after 50 warm-up
 # iterations), the same measure on both sides. Prints each run, then medians and the ratios.
-#   tools/bench/charlm_scaling.sh [--runs N] [--iters N]     (default 3 runs of 300 iterations)
+# With --precision bf16, only global batch 12: attograd bf16 on 1 rank and 2 ranks over shared memory,
+# against the peer's DDP (1 and 2 processes) in f32 and under its CPU autocast.
+#   tools/bench/charlm_scaling.sh [--runs N] [--iters N] [--precision f32|bf16]   (3 runs of 300 iterations, f32)
 # Uses build/tools/attograd (tools/setup.sh builds it). Run it alone on a quiet machine.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
@@ -34,14 +36,33 @@ ours() {  # ours LAUNCH BATCH: tokens/s; LAUNCH is 1 (one process), shm (mpirun 
   esac
   rm -rf "$work/run"
   "${launch[@]}" "$attograd" --threads 1 train charlm --iters "$iters" --eval-interval "$iters" --batch-size "$2" \
-    --out "$work/run" --quiet >"$work/ours.out" 2>&1
+    --precision "$precision" --out "$work/run" --quiet >"$work/ours.out" 2>&1
   sed -n 's/^training: \([0-9]*\) tokens.*/\1/p' "$work/ours.out"
 }
-peer_ddp() {  # peer_ddp RANKS: tokens/s
+peer_ddp() {  # peer_ddp RANKS [--bf16]: tokens/s
   /usr/bin/python3 "$root/tools/bench/charlm_ddp.py" --peer "$peer" --data "$data" --ranks "$1" --threads 1 \
-    --iters "$iters" >"$work/peer.out" 2>&1
+    --iters "$iters" "${@:2}" >"$work/peer.out" 2>&1
   sed -n 's/^RESULT,charlm_ddp_train_tokens_per_s,\([0-9.]*\),.*/\1/p' "$work/peer.out"
 }
+
+if [ "$precision" = bf16 ]; then
+  # Columns: ours bf16 1 and 2 ranks; peer DDP f32 1 and 2; peer DDP bf16 1 and 2 (global batch 12).
+  for run in $(seq "$runs"); do
+    row="$(ours 1 12) $(ours shm 12) $(peer_ddp 1) $(peer_ddp 2) $(peer_ddp 1 --bf16) $(peer_ddp 2 --bf16)"
+    echo "run $run: tok/s at batch 12: ours bf16 1/2 ranks; peer DDP f32 1/2; peer DDP bf16 1/2: $row"
+    echo "$row" >>"$work/rows"
+  done
+  for column in $(seq 6); do awk -v c="$column" '{print $c}' "$work/rows" | median >"$work/m$column"; done
+  m() { cat "$work/m$1"; }
+  awk -v o="$(m 1) $(m 2)" -v f="$(m 3) $(m 4)" -v b="$(m 5) $(m 6)" 'BEGIN {
+    split(o, a); split(f, p); split(b, q)
+    printf "medians (tok/s) at global batch 12, bf16:\n"
+    printf "  attograd bf16 1 -> 2 ranks: %.0f -> %.0f (%.2fx)\n", a[1], a[2], a[2] / a[1]
+    printf "  peer DDP f32 1 -> 2: %.0f -> %.0f; attograd 2 ranks / peer f32 2 processes: %.2fx\n", p[1], p[2], a[2] / p[2]
+    printf "  peer DDP bf16 1 -> 2: %.0f -> %.0f; attograd 2 ranks / peer bf16 2 processes: %.2fx\n", q[1], q[2], a[2] / q[2]
+  }'
+  exit 0
+fi
 
 # Columns: 1 rank and 2 ranks at batch 12, 24, 48; TCP at 24 (0 if skipped); peer 1 and 2 at 12.
 for run in $(seq "$runs"); do
