@@ -15,6 +15,7 @@
 namespace {
 
 using ag::TempDir;
+using ag::write_reversal_pairs;
 
 int run_program(std::vector<std::string> args) {
   args.insert(args.begin(), "attograd");
