@@ -15,7 +15,6 @@
 // counts twice its forward (two products per forward product; the streaming kernel's recomputed
 // q @ kᵀ is not counted).
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +32,7 @@
 #include "engine/ops/shape.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
+#include "tasks/common/memory.h"
 #include "tools/commands.h"
 
 namespace ag::cli {
@@ -68,12 +68,7 @@ double transformer_forward_flops(double B, double S, double T, double d, double 
 
 double gflops_per_s(double flops, double ms) { return flops / (ms * 1e6); }
 
-// The process's peak resident memory so far, MB (Linux reports ru_maxrss in KB).
-double peak_resident_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024;
-}
+double peak_resident_mb() { return tasks::peak_resident_bytes() / (1024 * 1024); }
 
 AttentionKernel parse_kernel(const std::string& name) {
   if (name == "streaming") return AttentionKernel::streaming;

@@ -1,12 +1,11 @@
 // `attograd train <task>` (sentiment, squares, charlm; g2p in g2p_command.cpp): the flags every task
 // shares, the run folder a --resume carries settings over from, and each task's own flags.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "nn/trainer.h"
 #include "tasks/charlm/task.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/run_dir.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
@@ -16,12 +15,6 @@
 namespace ag::cli {
 
 namespace {
-
-void print_peak_memory() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  fmt::print("peak resident memory (RSS): {:.1f} MB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);  // in KiB
-}
 
 // Flags of `train sentiment` not given take --dataset uci's defaults when it is chosen.
 void take_uci_defaults(CLI::App* app, sentiment::SentimentOptions& options) {
@@ -271,13 +264,14 @@ std::vector<Command> add_train_commands(CLI::App& app) {
   train->footer(tasks::resume_table());
   // On `train` itself, so it may follow either task (options fall through to the parent).
   auto report_memory = std::make_shared<bool>(false);
-  train->add_flag("--report-memory", *report_memory, "At the end, print the peak resident memory (RSS)");
+  train->add_flag("--report-memory", *report_memory,
+                  "At the end, print the peak resident memory beside the estimate printed at the start");
   std::vector<Command> commands = {add_train_sentiment(train), add_train_squares(train), add_train_charlm(train),
                                    add_train_g2p(train)};
   for (Command& command : commands)
     command.run = [run = command.run, report_memory] {
       const int status = run();
-      if (*report_memory) print_peak_memory();
+      if (*report_memory) tasks::report_memory();
       return status;
     };
   return commands;

@@ -10,8 +10,20 @@
 
 namespace ag::charlm {
 
-Vocabulary Vocabulary::of_text(std::u32string_view text) {
+namespace {
+
+void check_size(size_t distinct, const std::string& source) {
+  AG_CHECK(distinct <= static_cast<size_t>(kMaxVocabulary),
+           "{}: {} distinct characters, more than a charlm vocabulary's limit of {} (the embedding, the output layer "
+           "and every step's logits grow with it)",
+           source, distinct, kMaxVocabulary);
+}
+
+}  // namespace
+
+Vocabulary Vocabulary::of_text(std::u32string_view text, const std::string& source) {
   const std::set<char32_t> unique(text.begin(), text.end());
+  check_size(unique.size(), source);
   Vocabulary vocabulary;
   vocabulary.chars_.assign(unique.begin(), unique.end());
   return vocabulary;
@@ -20,6 +32,7 @@ Vocabulary Vocabulary::of_text(std::u32string_view text) {
 Vocabulary Vocabulary::from_utf8(const std::string& characters, const std::string& source) {
   Vocabulary vocabulary;
   vocabulary.chars_ = tasks::decode_utf8(characters, source + " (its vocabulary)");
+  check_size(vocabulary.chars_.size(), source + " (its vocabulary)");
   AG_CHECK(!vocabulary.chars_.empty() && std::is_sorted(vocabulary.chars_.begin(), vocabulary.chars_.end()) &&
                std::adjacent_find(vocabulary.chars_.begin(), vocabulary.chars_.end()) == vocabulary.chars_.end(),
            "{}: the stored vocabulary is not a sorted list of distinct characters", source);

@@ -9,9 +9,14 @@
 
 namespace ag::charlm {
 
+// The most distinct characters a vocabulary holds: every CJK text's characters in common use, while
+// the embedding, the output layer and each step's logits (all growing with it) stay within memory.
+inline constexpr int64_t kMaxVocabulary = 16384;
+
 class Vocabulary {
  public:
-  static Vocabulary of_text(std::u32string_view text);  // sorted, each code point once
+  // Sorted, each code point once; more than kMaxVocabulary is an error naming `source`.
+  static Vocabulary of_text(std::u32string_view text, const std::string& source);
   // The vocabulary as stored in a checkpoint: its characters in order, UTF-8.
   static Vocabulary from_utf8(const std::string& characters, const std::string& source);
   std::string to_utf8() const;

@@ -25,7 +25,7 @@ namespace ag::charlm {
 
 namespace {
 
-constexpr int64_t kEvalWindowsPerBatch = 128;  // as the peer: memory bounded, results independent of it
+constexpr int64_t kEvalWindowsPerBatch = 128;  // as the peer, where they fit (eval_windows_per_chunk)
 
 // The text a run reads, decoded: --data, else Moby-Dick from the data cache.
 struct Text {
@@ -72,14 +72,30 @@ struct WindowLoss {
   double nats() const { return nats_sum / static_cast<double>(targets); }  // per character
 };
 
+// An evaluation chunk's bytes per window (no graph): one layer's work at a time, 8·C + 2·H·T values
+// per position, then the logits and their log-softmax, 2·V (Note [memory estimate]).
+double eval_bytes_per_window(const nn::GPTConfig& c) {
+  const auto T = static_cast<double>(c.block_size);
+  return 4 * T *
+         (8 * static_cast<double>(c.n_embd) + 2 * static_cast<double>(c.n_head) * T +
+          2 * static_cast<double>(c.vocab_size));
+}
+
+// The peer's 128 windows per evaluation chunk, fewer where they would not fit tasks::kEvalChunkBytes
+// (a wide model, a long block, a large vocabulary): settings alone decide, so results do not depend
+// on the machine.
+int64_t eval_windows_per_chunk(const nn::GPTConfig& c) {
+  return tasks::rows_per_chunk(eval_bytes_per_window(c), kEvalWindowsPerBatch);
+}
+
 WindowLoss window_loss(nn::GPT& model, const std::vector<int64_t>& ids, const nn::dist::Shard& shard = {}) {
   NoGradGuard no_grad;
   const int64_t T = model.config.block_size, count = (static_cast<int64_t>(ids.size()) - 1) / T;
-  const int64_t end = shard.end(count);
+  const int64_t end = shard.end(count), chunk = eval_windows_per_chunk(model.config);
   double total = 0;
-  for (int64_t first = shard.begin(count); first < end; first += kEvalWindowsPerBatch) {
+  for (int64_t first = shard.begin(count); first < end; first += chunk) {
     std::vector<int64_t> starts;
-    for (int64_t k = first; k < std::min(end, first + kEvalWindowsPerBatch); ++k) starts.push_back(k * T);
+    for (int64_t k = first; k < std::min(end, first + chunk); ++k) starts.push_back(k * T);
     const Tensor logits = model.forward(windows(ids, starts, T, 0));  // (B, T, V)
     const Tensor targets = windows(ids, starts, T, 1);                // (B, T)
     total += cross_entropy(reshape(logits, {-1, model.config.vocab_size}), reshape(targets, {-1}), -100, Reduction::sum)
@@ -142,24 +158,29 @@ nn::GPTConfig model_config_of(const nlohmann::json& config, const std::string& s
   return c;
 }
 
-// Note [memory estimate] for the GPT, in f32 values: a training step keeps per layer about 20·B·T·C
-// (the layer norms, q, k, v, the attention's output, the MLP's 4C in and out, the residuals) and
-// 3·B·H·T² (scores, weights, their gradient), then 3·B·T·V for the logits, their softmax and
-// gradient; an evaluation chunk of kEvalWindowsPerBatch windows holds one layer's work at a time and
-// its logits.
+// Note [memory estimate] for the GPT, in f32 values: a training step's peak is what the forward
+// leaves for the backward (the backward frees saved tensors about as fast as it makes gradients),
+// per layer 18·B·T·C (the layer norms' outputs, q, k, v, the attention's output and its copy, the
+// residual sums, the MLP's 4C input and GELU's 4C output: counted with a live-bytes tally of the
+// engine's allocations) and B·H·T² (the attention weights the materialising kernel keeps; the
+// streaming one, at 128 × 128 scores and more, keeps none: there this over-counts a little), then
+// 3·B·T·V for the logits, their softmax and gradient and 4·B·T·C for the embeddings and the final
+// norm; an evaluation chunk (eval_windows_per_chunk windows, or the validation text's fewer)
+// holds one layer's work at a time and its logits.
 tasks::MemoryEstimate memory_estimate(const nn::GPTConfig& c, const tasks::TrainingOptions& training,
-                                      int64_t parameters) {
+                                      int64_t parameters, int64_t eval_windows) {
   const auto B = static_cast<double>(training.batch_size) / static_cast<double>(training.micro_batches);
   const auto T = static_cast<double>(c.block_size), C = static_cast<double>(c.n_embd),
              H = static_cast<double>(c.n_head), V = static_cast<double>(c.vocab_size),
-             L = static_cast<double>(c.n_layer), W = static_cast<double>(kEvalWindowsPerBatch);
+             L = static_cast<double>(c.n_layer);
+  const int64_t W = std::min(eval_windows_per_chunk(c), eval_windows);
   return {.task = "charlm",
           .parameters = parameters,
-          .step_bytes = 4 * (L * (20 * B * T * C + 3 * B * H * T * T) + 3 * B * T * V + 4 * B * T * C),
+          .step_bytes = 4 * (L * (18 * B * T * C + B * H * T * T) + 3 * B * T * V + 4 * B * T * C),
           .step_settings = fmt::format("--batch-size {} x --block-size {} (with --width {}, --layers {}, --heads {} "
                                        "and the text's {} distinct characters)",
                                        training.batch_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.vocab_size),
-          .eval_bytes = 4 * (W * T * (8 * C + 2 * H * T) + 2 * W * T * V),
+          .eval_bytes = static_cast<double>(W) * eval_bytes_per_window(c),
           .eval_settings = fmt::format("{} windows of --block-size {} (the text's {} distinct characters)", W,
                                        c.block_size, c.vocab_size)};
 }
@@ -310,7 +331,7 @@ struct Corpus {
 
 Corpus load_corpus(const CharLMOptions& options, const std::string& command) {
   Text text = load_text(options.data);
-  Vocabulary vocabulary = Vocabulary::of_text(text.chars);
+  Vocabulary vocabulary = Vocabulary::of_text(text.chars, text.path);
   Split split = split_90_10(vocabulary.encode(text.chars, text.path));
   nn::GPTConfig config = options.model;
   config.vocab_size = vocabulary.size();
@@ -339,6 +360,11 @@ int train(const CharLMOptions& options) {
            "{}: too short for --block-size {}: its 90% training split has {} characters and its validation split {}; "
            "each needs more than {}",
            text.path, T, split.train.size(), split.val.size(), T);
+  const int64_t train_windows = static_cast<int64_t>(split.train.size()) - T;  // CharLMTask::train_size
+  AG_CHECK(options.training.batch_size <= train_windows,
+           "{}: --batch-size {} is more windows than the training split holds ({} windows of --block-size {} in its "
+           "{} characters); lower --batch-size or give a longer text",
+           text.path, options.training.batch_size, train_windows, T, split.train.size());
   AG_CHECK(options.iters >= 1 && options.eval_interval >= 1 && options.warmup_iters >= 0,
            "train charlm: expected iters ≥ 1, eval-interval ≥ 1 and warmup-iters ≥ 0, got {}, {}, {}", options.iters,
            options.eval_interval, options.warmup_iters);
@@ -357,7 +383,8 @@ int train(const CharLMOptions& options) {
   fmt::print("GPT: {} parameters ({} layers, {} heads, width {}, block {})\n", model.num_parameters(), config.n_layer,
              config.n_head, config.n_embd, T);
 
-  tasks::check_memory(memory_estimate(config, options.training, model.num_parameters()),
+  tasks::check_memory(memory_estimate(config, options.training, model.num_parameters(),
+                                      (static_cast<int64_t>(split.val.size()) - 1) / T),
                       options.training.max_memory_mb);
   CharLMTask task(model, split);
   tasks::TrainingOptions training = options.training;

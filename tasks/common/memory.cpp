@@ -1,9 +1,11 @@
 #include "tasks/common/memory.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -22,6 +24,8 @@ namespace ag::tasks {
 namespace {
 
 constexpr double kMB = 1024.0 * 1024.0;
+
+double estimated_peak = 0;  // the last estimate check_memory printed, for report_memory
 
 double memory_available() {
   std::ifstream meminfo("/proc/meminfo");
@@ -43,6 +47,27 @@ double resident_bytes() {
   return resident * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
+double peak_resident_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024;  // Linux: KiB
+}
+
+void report_memory() {
+  const double peak = peak_resident_bytes();
+  if (estimated_peak <= 0) {
+    fmt::print("memory: measured peak {:.1f} MB (resident)\n", peak / kMB);
+    return;
+  }
+  fmt::print("memory: measured peak {:.1f} MB (resident), estimated {:.1f} MB ({:.0f}% of the measured)\n", peak / kMB,
+             estimated_peak / kMB, 100 * estimated_peak / peak);
+}
+
+int64_t rows_per_chunk(double bytes_per_row, int64_t most) {
+  const double fit = std::floor(kEvalChunkBytes / std::max(bytes_per_row, 1.0));
+  return std::max<int64_t>(1, fit >= static_cast<double>(most) ? most : static_cast<int64_t>(fit));
+}
+
 MemoryPlan plan_memory(const MemoryEstimate& e) {
   return {.resident_now = resident_bytes(),
           .state = 4.0 * static_cast<double>(e.parameters) * static_cast<double>(1 + e.optimizer_slots),
@@ -51,6 +76,7 @@ MemoryPlan plan_memory(const MemoryEstimate& e) {
 
 void check_memory(const MemoryEstimate& e, int64_t max_memory_mb) {
   const MemoryPlan plan = plan_memory(e);
+  estimated_peak = plan.peak();
   const bool step_larger = e.step_bytes >= e.eval_bytes;
   fmt::print(
       "memory: estimated peak {:.0f} MB (now {:.0f} MB; gradients and optimizer state {:.0f} MB; {} {:.0f} MB)\n",

@@ -20,6 +20,14 @@ struct MemoryEstimate {
   std::string eval_settings;    // the flags or sizes that size it
 };
 
+// What one chunk of an evaluation or prediction may take (its activations, no graph): a task cuts its
+// data into chunks of as many rows as fit, from its settings alone (so the numbers do not depend on
+// the machine), instead of a fixed count.
+inline constexpr double kEvalChunkBytes = 64.0 * 1024 * 1024;
+
+// Rows of `bytes_per_row` each that fit in kEvalChunkBytes: at least 1, at most `most`.
+int64_t rows_per_chunk(double bytes_per_row, int64_t most);
+
 // The peak: what the process holds now (program, libraries, data, model) plus the gradients and
 // the optimizer state, plus the larger of a training step and an evaluation chunk.
 struct MemoryPlan {
@@ -35,5 +43,12 @@ void check_memory(const MemoryEstimate& estimate, int64_t max_memory_mb);
 
 // This process's resident memory now (/proc/self/statm), in bytes.
 double resident_bytes();
+
+// This process's peak resident memory so far (getrusage's ru_maxrss), in bytes.
+double peak_resident_bytes();
+
+// `train --report-memory`: prints the measured peak beside the estimate check_memory printed
+// ("memory: measured peak … MB, estimated … MB (…% of the measured)").
+void report_memory();
 
 }  // namespace ag::tasks

@@ -54,6 +54,9 @@ std::optional<std::vector<nn::EpochRecord>> run_training(nn::Module& model, nn::
                                      .config = config,
                                      .checkpoint_metadata = checkpoint_metadata};
   if (settings) settings(trainer_options);
+  if (trainer_options.steps_per_epoch == 0 && options.batch_size > task.train_size() && nn::dist::is_root())
+    fmt::print("note: --batch-size {} is more than the {} training examples: each step takes all {}\n",
+               options.batch_size, task.train_size(), task.train_size());
   const std::shared_ptr<RunDir> run = options.run_dir ? options.run_dir : std::make_shared<RunDir>(options.resume);
   if (run->resuming()) trainer_options.config = run->resumed_config(config, trainer_options);
   nn::Trainer trainer(model, optimizer, task, trainer_options);

@@ -21,6 +21,7 @@
 #include "nn/optim.h"
 #include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/text.h"
 #include "tasks/g2p/data.h"
 #include "tasks/g2p/decode.h"
@@ -303,6 +304,53 @@ void print_table(const std::vector<nn::EpochRecord>& history) {
                r.metrics.at("val_wer"));
 }
 
+// Note [memory estimate] for the encoder-decoder, in f32 values per row of a batch, S the longest
+// source and T the longest target + 1 (the batches go by length, so the last holds both), D the
+// width, F the feed-forward units, H the heads, V the phonemes. The step's peak is what the forward
+// leaves for the backward (counted with a live-bytes tally of the engine's allocations: the
+// backward frees saved tensors as fast as it makes gradients). Per encoder layer 10·S·D (q, k, v in
+// heads, the attention's output, dropout's masks, the residual sums and norms), 3·S·F (linear1's
+// output, dropout's mask and output) and 3·H·S² (the attention weights, dropout's mask and output);
+// per decoder layer the same over T, plus 5·T·D + 2·S·D + 3·H·T·S for the cross-attention; 2·(S +
+// T)·D for the embeddings, 3·T·V for the logits and their log-softmax. Decoding (validation, then
+// the test words, --beam rows per word) keeps the memory (S·D) and, per decoder layer, the memory's
+// keys and values (2·S·D) and the self-attention's growing cache (2·(S + max_extra)·D, copied once
+// as it grows).
+tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c, int64_t parameters,
+                                      const std::vector<Pair>& pairs, const EvalSet& validation, const EvalSet& test) {
+  size_t longest_source = 1, longest_target = 1;
+  for (const Pair& pair : pairs) {
+    longest_source = std::max(longest_source, pair.source.size());
+    longest_target = std::max(longest_target, pair.target.size());
+  }
+  size_t longest_word = 1;
+  for (const EvalSet* set : {&validation, &test})
+    for (const Ids& source : set->sources) longest_word = std::max(longest_word, source.size());
+  const auto B = static_cast<double>(std::min<int64_t>(o.training.batch_size, static_cast<int64_t>(pairs.size()))) /
+                 static_cast<double>(o.training.micro_batches);
+  const auto S = static_cast<double>(longest_source), T = static_cast<double>(longest_target + 1),
+             D = static_cast<double>(c.d_model), F = static_cast<double>(c.feed_forward),
+             H = static_cast<double>(c.heads), V = static_cast<double>(c.target_vocab),
+             Le = static_cast<double>(c.encoder_layers), Ld = static_cast<double>(c.decoder_layers);
+  const double encoder_layer = 10 * S * D + 3 * S * F + 3 * H * S * S;
+  const double decoder_layer = 15 * T * D + 2 * S * D + 3 * T * F + 3 * H * (T * T + T * S);
+  const double row = Le * encoder_layer + Ld * decoder_layer + 2 * (S + T) * D + 3 * T * V;
+  const auto rows = static_cast<double>(o.eval_batch_size * o.beam), W = static_cast<double>(longest_word),
+             steps = W + static_cast<double>(o.max_extra) + 1;
+  const double decoding = std::max(rows * D * (W * (1 + 2 * Ld) + 3 * Ld * steps),   // memory, caches
+                                   rows * (6 * W * D + 2 * W * F + 2 * H * W * W));  // one encoder layer
+  return {.task = "g2p",
+          .parameters = parameters,
+          .step_bytes = 4 * B * row,
+          .step_settings = fmt::format("--batch-size {} x the longest pair's {} letters and {} phonemes (with "
+                                       "--d-model {}, --ff {}, --heads {}, --enc-layers {}, --dec-layers {})",
+                                       o.training.batch_size, longest_source, longest_target, c.d_model, c.feed_forward,
+                                       c.heads, c.encoder_layers, c.decoder_layers),
+          .eval_bytes = 4 * decoding,
+          .eval_settings = fmt::format("--eval-batch-size {} x --beam {} words of up to {} letters", o.eval_batch_size,
+                                       o.beam, longest_word)};
+}
+
 }  // namespace
 
 double learning_rate(int64_t step, int64_t total_steps, double lr, double min_lr, double warmup_frac) {
@@ -371,6 +419,8 @@ int train(const G2POptions& options) {
       options.training.lr, options.min_lr, 100 * options.warmup_frac, options.label_smoothing, options.clip,
       options.training.seed);
 
+  tasks::check_memory(memory_estimate(options, config, model.num_parameters(), pairs, validation, test),
+                      options.training.max_memory_mb);
   G2PTask task(model, std::move(pairs), std::move(validation), options);
   std::vector<double> step_seconds;
   const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(

@@ -515,7 +515,8 @@ tasks::MemoryEstimate memory_estimate(const SentimentOptions& o, const Sentiment
   size_t longest = 1;
   for (const EncodedSentences* set : {&train, &validation})
     for (const size_t length : set->lengths) longest = std::max(longest, length);
-  const auto B = static_cast<double>(o.training.batch_size) / static_cast<double>(o.training.micro_batches);
+  const auto B = static_cast<double>(std::min<size_t>(o.training.batch_size, train.size())) /
+                 static_cast<double>(o.training.micro_batches);
   const auto T = static_cast<double>(longest), D = static_cast<double>(o.dim),
              H = static_cast<double>(std::max<int64_t>(1, o.heads)),
              rows = static_cast<double>(std::min<size_t>(BatchLimits{}.max_rows, validation.examples.size()));

@@ -140,20 +140,34 @@ double default_lr(const std::string& model) { return model == "transformer" ? 3e
 
 // Note [memory estimate] for the squares models, in f32 values: each of a square's 4 corners keeps
 // about 12·W + F per layer (W the attention's width: heads·d_model for seed 004's wide heads; F the
-// feed-forward units) and 3·H·4 attention weights; evaluation decodes the test squares at once.
+// feed-forward units) and 3·H·4 attention weights; evaluation decodes the test squares at once,
+// `eval squares` in chunks of what fits tasks::kEvalChunkBytes.
+double values_per_square(const ModelConfig& m) {
+  const double width = static_cast<double>(m.model == "transformer" ? m.d_model : m.heads * m.d_model);
+  return 4 * static_cast<double>(m.layers) * 2 *
+         (12 * width + static_cast<double>(m.ff_units) + 12 * static_cast<double>(m.heads));
+}
+
 tasks::MemoryEstimate memory_estimate(const SquaresOptions& o, int64_t parameters) {
   const ModelConfig& m = o.model;
-  const double width = static_cast<double>(m.model == "transformer" ? m.d_model : m.heads * m.d_model);
-  const double per_square = 4 * static_cast<double>(m.layers) * 2 *
-                            (12 * width + static_cast<double>(m.ff_units) + 12 * static_cast<double>(m.heads));
-  const auto B = static_cast<double>(o.training.batch_size) / static_cast<double>(o.training.micro_batches);
+  const auto B = static_cast<double>(std::min(o.training.batch_size, o.train_data.n)) /
+                 static_cast<double>(o.training.micro_batches);
   return {.task = "squares",
           .parameters = parameters,
-          .step_bytes = 4 * B * per_square,
+          .step_bytes = 4 * B * values_per_square(m),
           .step_settings = fmt::format("--batch-size {} (with --d-model {}, --heads {}, --layers {})",
                                        o.training.batch_size, m.d_model, m.heads, m.layers),
-          .eval_bytes = 4 * static_cast<double>(o.test_data.n) * per_square,
+          .eval_bytes = 4 * static_cast<double>(o.test_data.n) * values_per_square(m),
           .eval_settings = fmt::format("{} test squares", o.test_data.n)};
+}
+
+// The model's predictions of the sources (N, 2, 2), in chunks of what fits tasks::kEvalChunkBytes.
+Tensor predict_in_chunks(SquaresModel& model, const ModelConfig& config, const Tensor& sources) {
+  const int64_t n = sources.size(0), chunk = tasks::rows_per_chunk(4 * values_per_square(config), n);
+  std::vector<Tensor> predicted;
+  for (int64_t first = 0; first < n; first += chunk)
+    predicted.push_back(model.predict(narrow(sources, 0, first, std::min(chunk, n - first))));
+  return predicted.size() == 1 ? predicted[0] : cat(predicted, 0);
 }
 
 int train(const SquaresOptions& options) {
@@ -209,7 +223,7 @@ int eval(const EvalOptions& options) {
   model->module().eval();
   NoGradGuard no_grad;
   const SourceTarget data = split(points_tensor(generate_squares(options.data)));
-  const Tensor predicted = model->predict(data.source);
+  const Tensor predicted = predict_in_chunks(*model, model_config, data.source);
   const double mse = mse_loss(predicted, data.target).item();
   if (!options.predictions.empty())
     save_safetensors(options.predictions, {{"source", data.source}, {"target", data.target}, {"predicted", predicted}},

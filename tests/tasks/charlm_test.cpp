@@ -38,7 +38,7 @@ TEST(CharLMText, DecodesUtf8AndNamesTheByteOffsetOfBadInput) {
 }
 
 TEST(CharLMText, VocabularyIsTheSortedCharactersAndUnknownOnesAreListed) {
-  const Vocabulary vocabulary = Vocabulary::of_text(U"banana\n");
+  const Vocabulary vocabulary = Vocabulary::of_text(U"banana\n", "banana");
   EXPECT_EQ(vocabulary.size(), 4);
   EXPECT_EQ(vocabulary.to_utf8(), "\nabn");
   EXPECT_EQ(vocabulary.encode(U"nab\n", "t"), (std::vector<int64_t>{3, 1, 2, 0}));
@@ -47,6 +47,16 @@ TEST(CharLMText, VocabularyIsTheSortedCharactersAndUnknownOnesAreListed) {
   EXPECT_EQ(vocabulary.encode(U"cab", "t", /*drop_unknown=*/true), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(Vocabulary::from_utf8("\nabn", "c").to_utf8(), "\nabn");
   expect_error([] { Vocabulary::from_utf8("ba", "c.safetensors"); }, {"c.safetensors", "sorted"});
+}
+
+TEST(CharLMText, VocabularyHasALimit) {
+  std::u32string text;
+  for (char32_t c = 0x10000; c < 0x10000 + static_cast<char32_t>(kMaxVocabulary); ++c) text += c;
+  EXPECT_EQ(Vocabulary::of_text(text, "t").size(), kMaxVocabulary);  // the limit itself is fine
+  text += U'a';
+  expect_error([&] { Vocabulary::of_text(text, "big.txt"); }, {"big.txt", "16385 distinct characters", "16384"});
+  expect_error([&] { Vocabulary::from_utf8(tasks::encode_utf8(text), "c.safetensors"); },
+               {"c.safetensors (its vocabulary)", "16385", "16384"});
 }
 
 TEST(CharLMText, SplitIsNanoGPTsNinetyTen) {

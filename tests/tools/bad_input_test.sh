@@ -463,8 +463,13 @@ check "eval charlm: says the data is not the run's" 0 "is not the data $scratch/
 
 echo "== memory"
 # The estimated peak is printed before the first step; a run that cannot fit is refused before any work.
-bad "charlm --batch-size 1000000: refused before the work, naming the setting" 1 "a training step takes" -- "$attograd" train charlm --data "$work/text.txt" --batch-size 1000000 --out "$scratch/huge-batch" --quiet
-expect "... set by --batch-size 1000000" grep -q "set by --batch-size 1000000 x --block-size 64" <<<"$last_output"
+bad "charlm --batch-size 1000000 on a short text: more windows than it holds" 1 "--batch-size 1000000 is more windows than the training split holds (728 windows of --block-size 64" -- "$attograd" train charlm --data "$work/text.txt" --batch-size 1000000 --out "$scratch/huge-batch" --quiet
+bad "charlm --batch-size 700 --max-memory 200: refused before the work, naming the setting" 1 "a training step takes" -- "$attograd" train charlm --data "$work/text.txt" --batch-size 700 --max-memory 200 --out "$scratch/huge-batch" --quiet
+expect "... set by --batch-size 700" grep -q "set by --batch-size 700 x --block-size 64" <<<"$last_output"
+/usr/bin/python3 -c 'import sys; sys.stdout.buffer.write("".join(chr(0x10000 + i) for i in range(200000)).encode())' >"$work/distinct.txt"
+bad "charlm on a text of 200,000 distinct characters: the vocabulary's limit" 1 "200000 distinct characters, more than a charlm vocabulary's limit of 16384" -- "$attograd" train charlm --data "$work/distinct.txt" --out "$scratch/distinct" --quiet
+cases=$((cases + 1))
+check "squares --batch-size 1000: capped at the 128 squares, and says so" 0 "note: --batch-size 1000 is more than the 128 training examples: each step takes all 128" -- "$attograd" train squares --epochs 1 --batch-size 1000 --out "$scratch/capped" --quiet
 bad "sentiment --max-memory 1: refused naming it" 1 "MB --max-memory allows" -- "$attograd" train sentiment --max-memory 1 --out "$out" --quiet
 bad "--max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" train squares --max-memory 0 --out "$out" --quiet
 cases=$((cases + 1))
