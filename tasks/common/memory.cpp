@@ -47,6 +47,12 @@ double resident_bytes() {
   return resident * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
+double memory_limit(int64_t max_memory_mb) {
+  if (max_memory_mb > 0) return static_cast<double>(max_memory_mb) * kMB;
+  const double available = memory_available();
+  return available > 0 ? available + resident_bytes() : 0;
+}
+
 double peak_resident_bytes() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -82,9 +88,7 @@ void check_memory(const MemoryEstimate& e, int64_t max_memory_mb) {
       "memory: estimated peak {:.0f} MB (now {:.0f} MB; gradients and optimizer state {:.0f} MB; {} {:.0f} MB)\n",
       plan.peak() / kMB, plan.resident_now / kMB, plan.state / kMB,
       step_larger ? "a training step" : "an evaluation chunk", plan.work / kMB);
-  const double available = memory_available();
-  const double limit = max_memory_mb > 0 ? static_cast<double>(max_memory_mb) * kMB
-                                         : (available > 0 ? available + plan.resident_now : 0);
+  const double limit = memory_limit(max_memory_mb);
   if (limit <= 0 || plan.peak() <= limit) return;
   const std::string cause =
       plan.state > plan.work

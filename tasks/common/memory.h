@@ -3,8 +3,12 @@
 // the memory available or --max-memory.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <string>
+
+#include "engine/tensor.h"
 
 namespace ag::tasks {
 
@@ -40,6 +44,26 @@ MemoryPlan plan_memory(const MemoryEstimate& estimate);
 // `max_memory_mb` (0: the memory available, /proc/meminfo's MemAvailable plus what this process
 // holds), naming the setting that costs the most and both figures.
 void check_memory(const MemoryEstimate& estimate, int64_t max_memory_mb);
+
+// The memory a run may take, in bytes: --max-memory (`max_memory_mb` > 0), else the memory available
+// (/proc/meminfo's MemAvailable) plus what this process holds; 0 when unknown.
+double memory_limit(int64_t max_memory_mb);
+
+// Builds a task's model (`build()`, returning it) under an AllocationBudget of a quarter of
+// memory_limit (the parameters, their gradients and Adam's two slots each take as much): a model
+// that cannot train is refused, naming its size flags (`sizes`), before it takes the machine's
+// memory; check_memory then weighs the whole run.
+template <class Build>
+auto build_within_memory(const std::string& task, const std::string& sizes, int64_t max_memory_mb, Build&& build) {
+  const double limit = memory_limit(max_memory_mb);
+  if (limit <= 0) return build();
+  AllocationBudget budget(static_cast<size_t>(limit / 4),
+                          fmt::format("train {}: the model ({}) is too large: its parameters, their gradients and "
+                                      "Adam's state would take more than the {:.0f} MB {}",
+                                      task, sizes, limit / (1024 * 1024),
+                                      max_memory_mb > 0 ? "--max-memory allows" : "available (MemAvailable)"));
+  return build();
+}
 
 // This process's resident memory now (/proc/self/statm), in bytes.
 double resident_bytes();

@@ -404,7 +404,12 @@ int train(const G2POptions& options) {
   config.source_vocab = source.size();
   config.target_vocab = target.size();
   manual_seed(options.training.seed);
-  G2PTransformer model(config);
+  const std::unique_ptr<G2PTransformer> built = tasks::build_within_memory(
+      "g2p",
+      fmt::format("--d-model {}, --ff {}, --enc-layers {}, --dec-layers {}", config.d_model, config.feed_forward,
+                  config.encoder_layers, config.decoder_layers),
+      options.training.max_memory_mb, [&] { return std::make_unique<G2PTransformer>(config); });
+  G2PTransformer& model = *built;
   nn::Adam optimizer(model.parameters(), {.lr = options.training.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
   const int64_t n_pairs = static_cast<int64_t>(pairs.size());
   const int64_t batches_per_epoch = (n_pairs + options.training.batch_size - 1) / options.training.batch_size;

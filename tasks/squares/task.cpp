@@ -173,7 +173,11 @@ Tensor predict_in_chunks(SquaresModel& model, const ModelConfig& config, const T
 int train(const SquaresOptions& options) {
   const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
   const Tensor test_points = points_tensor(generate_squares(data_spec(options.test_data, options.rng)));
-  std::unique_ptr<SquaresModel> model = seeded_model(options);
+  const ModelConfig& m = options.model;
+  std::unique_ptr<SquaresModel> model = tasks::build_within_memory(
+      "squares",
+      fmt::format("--d-model {}, --heads {}, --ff-units {}, --layers {}", m.d_model, m.heads, m.ff_units, m.layers),
+      options.training.max_memory_mb, [&] { return seeded_model(options); });
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
   tasks::check_memory(memory_estimate(options, model->module().num_parameters()), options.training.max_memory_mb);
   SquaresTask task(*model, train_squares, test_points);

@@ -470,6 +470,9 @@ expect "... set by --batch-size 700" grep -q "set by --batch-size 700 x --block-
 bad "charlm on a text of 200,000 distinct characters: the vocabulary's limit" 1 "200000 distinct characters, more than a charlm vocabulary's limit of 16384" -- "$attograd" train charlm --data "$work/distinct.txt" --out "$scratch/distinct" --quiet
 cases=$((cases + 1))
 check "squares --batch-size 1000: capped at the 128 squares, and says so" 0 "note: --batch-size 1000 is more than the 128 training examples: each step takes all 128" -- "$attograd" train squares --epochs 1 --batch-size 1000 --out "$scratch/capped" --quiet
+bad "charlm, a model too large for --max-memory: refused while it is built" 1 "train charlm: the model (--width 1024, --layers 8, the text's" -- "$attograd" train charlm --data "$work/text.txt" --width 1024 --layers 8 --max-memory 200 --out "$scratch/big-model" --quiet
+expect "... and nothing written" test ! -e "$scratch/big-model"
+bad "squares, a model too large for --max-memory: refused while it is built" 1 "train squares: the model (--d-model 2048, --heads 2, --ff-units 32, --layers 64) is too large" -- "$attograd" train squares --model transformer --d-model 2048 --layers 64 --max-memory 100 --out "$scratch/big-model" --quiet
 bad "sentiment --max-memory 1: refused naming it" 1 "MB --max-memory allows" -- "$attograd" train sentiment --max-memory 1 --out "$out" --quiet
 bad "--max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" train squares --max-memory 0 --out "$out" --quiet
 cases=$((cases + 1))
