@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/safetensors.h"
 #include "tasks/common/text.h"
