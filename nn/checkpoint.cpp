@@ -1,6 +1,7 @@
 #include "nn/checkpoint.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "engine/json.h"
@@ -8,6 +9,8 @@
 namespace ag::nn {
 
 namespace {
+
+std::atomic<int64_t> checkpoint_files_read{0};
 
 bool starts_with_prefix(const std::string& name) { return name.rfind(kOptimizerPrefix, 0) == 0; }
 
@@ -103,7 +106,9 @@ void save(const std::string& path, const Module& module, const std::string& conf
 
 Checkpoint read_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
+  ++checkpoint_files_read;
   Checkpoint checkpoint;
+  checkpoint.path = path;
   checkpoint.checksummed = file.checksummed;
   checkpoint.metadata = std::move(file.metadata);
   for (auto& [name, tensor] : file.tensors) {
@@ -125,8 +130,16 @@ size_t model_memory_budget(const Checkpoint& checkpoint) {
   return kMargin * stored + kBuffers;
 }
 
+int64_t checkpoints_read() { return checkpoint_files_read; }
+
 Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer) {
   Checkpoint checkpoint = read_checkpoint(path);
+  load(checkpoint, module, optimizer);
+  return checkpoint;
+}
+
+void load(const Checkpoint& checkpoint, Module& module, Optimizer* optimizer) {
+  const std::string& path = checkpoint.path;
   if (optimizer) {
     const std::string* saved = find_metadata(checkpoint, "optimizer");
     AG_CHECK(saved && *saved == optimizer->type_name(), "{}: the checkpoint holds {} state, expected {} state", path,
@@ -136,7 +149,6 @@ Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer) {
   check_finite(path, checkpoint.optimizer);
   with_path(path, [&] { module.load_state_dict(checkpoint.model); });
   if (optimizer) with_path(path, [&] { optimizer->load_state_dict(checkpoint.optimizer); });
-  return checkpoint;
 }
 
 }  // namespace ag::nn

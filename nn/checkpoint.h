@@ -20,6 +20,7 @@ inline constexpr const char* kCheckpointFormatVersion = "1";
 inline constexpr const char* kOptimizerPrefix = "optimizer.";
 
 struct Checkpoint {
+  std::string path;                             // the file it was read from (named in errors)
   bool checksummed = false;                     // as attograd writes them: required by read_checkpoint
   NamedTensors model;                           // by state_dict name
   NamedTensors optimizer;                       // names without the prefix; empty if none was saved
@@ -45,6 +46,9 @@ void save(const std::string& path, const Module& module, const std::string& conf
 // Rejects a file that is not an attograd checkpoint of a supported format version, or one whose
 // checksum is missing or does not match its content (a damaged file).
 Checkpoint read_checkpoint(const std::string& path);
+// How many checkpoint files this process has read (read_checkpoint, load): a resume reads its
+// last.safetensors once (tests/tasks/run_dir_test.cpp counts).
+int64_t checkpoints_read();
 
 // Builds the model a checkpoint's config describes with `build()`, allowed no more tensor memory
 // than the model tensors the file holds (times a margin for initialisation's temporaries, plus
@@ -69,5 +73,7 @@ auto build_from_config(const Checkpoint& checkpoint, const std::string& path, Bu
 // for eval and sampling (it would give NaN outputs) as for --resume (it would give NaN losses). Returns the checkpoint
 // (its metadata, config).
 Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer = nullptr);
+// The same from a checkpoint already read (a resume's, read once by the run folder).
+void load(const Checkpoint& checkpoint, Module& module, Optimizer* optimizer = nullptr);
 
 }  // namespace ag::nn

@@ -182,7 +182,7 @@ nlohmann::json to_json(const StartState& s) {
 StartState start_state_from_json(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text);
   return {j.at("ready").get<bool>(), j.at("exit_code").get<int>(), j.at("message").get<std::string>(),
-          j.at("settings").get<std::string>(), j.at("files").get<std::vector<std::pair<std::string, uint64_t>>>()};
+          j.at("settings").get<std::string>(), j.at("files").get<std::vector<std::pair<std::string, std::string>>>()};
 }
 
 // Settings a rank may hold its own value of: they change no number of the run.
@@ -226,7 +226,7 @@ std::optional<Refusal> compare_files(const StartState& first, const StartState& 
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].second != b[i].second)
       return Refusal{1, fmt::format("the ranks' data differ: {} on rank 0 and {} on rank {} have different contents "
-                                    "(FNV-1a 64 {:016x} and {:016x}); every rank must train on the same data",
+                                    "(sha256 {} and {}); every rank must train on the same data",
                                     a[i].first, b[i].first, r, a[i].second, b[i].second)};
   return std::nullopt;
 }

@@ -42,7 +42,7 @@ struct StartState {
   int exit_code = 0;     // not ready: the exit code this rank would end with (2 usage, 1 runtime)
   std::string message;   // not ready: why
   std::string settings;  // ready: config.json's content (a JSON object)
-  std::vector<std::pair<std::string, uint64_t>> files;  // ready: the data files read, their contents' digests
+  std::vector<std::pair<std::string, std::string>> files;  // ready: the data files read, their contents' sha256
 };
 // Why the job does not start: the first failing rank's message (its rank named) and exit code, or
 // the settings or data in which the ranks differ (exit 2 for settings, 1 for data).

@@ -128,9 +128,10 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOp
   if (!dist::is_root()) options_.out_dir.clear();  // rank 0 alone writes the files
 }
 
-void Trainer::resume(const std::string& last_checkpoint) {
-  check_same_run_kind(last_checkpoint, read_checkpoint(last_checkpoint));
-  const Checkpoint checkpoint = load(last_checkpoint, model_, &optimizer_);
+void Trainer::resume(const Checkpoint& checkpoint) {
+  const std::string& last_checkpoint = checkpoint.path;
+  check_same_run_kind(checkpoint);
+  load(checkpoint, model_, &optimizer_);
   const auto& meta = checkpoint.metadata;
   for (const char* key : {"history", "shuffle_rng", "default_rng"})
     AG_CHECK(meta.count(key), "{}: not a training checkpoint (no '{}' in its metadata)", last_checkpoint, key);
@@ -156,7 +157,8 @@ void Trainer::resume(const std::string& last_checkpoint) {
   }
 }
 
-void Trainer::check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const {
+void Trainer::check_same_run_kind(const Checkpoint& checkpoint) const {
+  const std::string& path = checkpoint.path;
   const nlohmann::json saved = parse_json(checkpoint.config(), path);  // an object: read_checkpoint checked
   const nlohmann::json current = nlohmann::json::parse(options_.config.empty() ? "{}" : options_.config);
   for (const char* key : {"task", "model"}) {

@@ -101,10 +101,10 @@ class TrainingInterrupted : public Error {
 class Trainer {
  public:
   Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options);
-  // Continues from OUT/last.safetensors (model, optimizer, RNG states, epoch, history). Refuses a
-  // checkpoint of another task or model, or whose options.checkpoint_metadata (the vocabulary)
-  // differs from this run's.
-  void resume(const std::string& last_checkpoint);
+  // Continues from a run's last.safetensors, as read (model, optimizer, RNG states, epoch,
+  // history). Refuses a checkpoint of another task or model, or whose options.checkpoint_metadata
+  // (the vocabulary) differs from this run's.
+  void resume(const Checkpoint& checkpoint);
   // Trains up to options.epochs; with an out_dir, checkpoints every epoch and syncs them to the
   // disk when it returns or throws.
   std::vector<EpochRecord> fit();
@@ -113,7 +113,7 @@ class Trainer {
   const std::vector<double>& step_seconds() const { return step_seconds_; }
 
  private:
-  void check_same_run_kind(const std::string& path, const Checkpoint& checkpoint) const;
+  void check_same_run_kind(const Checkpoint& checkpoint) const;
   std::vector<EpochRecord> run_epochs();
   int64_t steps_in_epoch(int64_t epoch) const;
   int64_t total_steps() const;

@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
+#include "engine/autograd.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/reduce.h"
 #include "engine/safetensors.h"
 #include "nn/module.h"
 #include "tests/test_util.h"
@@ -67,6 +70,22 @@ inline void expect_close(const Tensor& actual, const Tensor& expected, const std
   }
   EXPECT_LE(worst, 0.0) << what << ": element " << worst_at << " is " << a[worst_at] << ", PyTorch has " << e[worst_at];
   std::printf("%s %s\n", worst <= 0 ? "OK" : "NOT OK", what.c_str());
+}
+
+// Golden data `name`: loads torch's state_dict into `module`, gives `run` the inputs
+// (leaves needing gradients) and masks, backpropagates Σ out ⊙ probe, compares everything.
+inline void check_module_against_golden(nn::Module& module, const std::string& name,
+                                        const std::function<Tensor(const std::map<std::string, Tensor>&)>& run) {
+  const Golden golden(name);
+  const std::map<std::string, Tensor> inputs = load_golden_into(module, golden);
+  Tensor out = run(inputs);
+  expect_close(out, golden["out"], name + " output");
+  sum(mul(out, golden["probe"])).backward();
+  for (const auto& [key, t] : inputs)
+    if (t.requires_grad()) expect_close(t.grad(), golden["grad.x." + key], name + " gradient of " + key);
+  for (const auto& [param_name, param] : module.named_parameters())
+    expect_close(param.grad(), golden["grad.param." + param_name], name + " gradient of " + param_name);
+  EXPECT_EQ(module.str(), golden.metadata().at("module"));
 }
 
 }  // namespace ag

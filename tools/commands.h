@@ -37,11 +37,11 @@ void add_precision_flags(CLI::App& app, std::vector<Command>& commands);
 // may depend on other flags.
 CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,
                                 bool epochs = true);
-// With --resume: each flag of `app` not given takes the value its setting has in the resumed
-// checkpoint's config, so `train TASK --resume OUT` goes on as the run began, and --out defaults to
-// OUT. A flag given with another value than the checkpoint's is refused by tasks::run_training
-// (except --epochs and --iters, which train further).
-void carry_over_settings(CLI::App* app, const std::string& resume);
+// Opens the run folder (training.run_dir; with --resume, its last.safetensors read once). Resuming,
+// each flag of `app` not given takes the value its setting has in the checkpoint's config, so
+// `train TASK --resume OUT` goes on as the run began, and --out defaults to OUT. A flag given with
+// another value than the checkpoint's is refused by the run folder's resume table (run_dir.h).
+void carry_over_settings(CLI::App* app, tasks::TrainingOptions& training);
 
 // The whole program: parses argv, runs the chosen subcommand, returns the exit code. parse_only
 // stops after parsing and checking the flags (the fuzz target drives it so, writing no files).

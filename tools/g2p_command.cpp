@@ -81,7 +81,7 @@ Command add_train_g2p(CLI::App* train) {
       throw CLI::ValidationError("--heads", fmt::format("--heads {} must divide --d-model {}", value(1), value(0)));
   });
   return {app, [app, options, sizes, dropout] {
-            carry_over_settings(app, options->training.resume);
+            carry_over_settings(app, options->training);
             // Sizes not given take the preset's.
             const g2p::ModelConfig defaults = g2p::preset_config(options->preset);
             for (const auto& [option, field] : sizes)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets attograd up on Debian 12: installs the Debian packages that are missing, then
 # configures and builds. Idempotent: with nothing changed it takes seconds.
-#   tools/setup.sh [--sanitize]   (Release build in build/, or ASan+UBSan build in build-sanitize/)
-# run.sh and test.sh call it; it prints the build folder's path as its last line.
+#   tools/setup.sh [--sanitize] [TARGET...]
+# Release build in build/, or ASan+UBSan build in build-sanitize/; with TARGETs only those and what
+# they link (run.sh builds the `attograd` program alone, not the test programs). run.sh and test.sh
+# call it; it prints the build folder's path as its last line.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -41,9 +43,12 @@ options=(-DCMAKE_BUILD_TYPE=Release)
 if [ "${1:-}" = "--sanitize" ]; then
   build="$root/build-sanitize"
   options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTOGRAD_SANITIZE=ON)
+  shift
 fi
+targets=()
+for target in "$@"; do targets+=(--target "$target"); done
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja "${options[@]}" >&2
 fi
-cmake --build "$build" -j 2 >&2
+cmake --build "$build" -j 2 "${targets[@]}" >&2
 echo "$build"

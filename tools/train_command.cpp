@@ -1,10 +1,12 @@
-// `attograd train <task>`, `eval <task>` and `predict <task>`: map flags onto the tasks' options.
+// `attograd train <task>` (sentiment, squares, charlm; g2p in g2p_command.cpp): the flags every task
+// shares, the run folder a --resume carries settings over from, and each task's own flags.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "nn/trainer.h"
 #include "tasks/charlm/task.h"
 #include "tasks/common/memory.h"
+#include "tasks/common/run_dir.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
@@ -76,7 +78,7 @@ Command add_train_sentiment(CLI::App* train) {
       ->check(kCount)
       ->capture_default_str();
   return {app, [app, options] {
-            carry_over_settings(app, options->training.resume);
+            carry_over_settings(app, options->training);
             if (options->dataset == "uci") take_uci_defaults(app, *options);
             if (options->heads > 0) check_heads_divide(options->heads, "--heads", options->dim, "--dim");
             nn::stop_training_on_signals();
@@ -114,7 +116,7 @@ Command add_train_squares(CLI::App* train) {
           std::map<std::string, RngStyle>{{"attograd", RngStyle::attograd}, {"torch", RngStyle::torch}}))
       ->default_str("attograd");
   return {app, [app, options, lr, sizes, dropout] {
-            carry_over_settings(app, options->training.resume);
+            carry_over_settings(app, options->training);
             // Flags not given take the chosen model's defaults.
             const squares::ModelConfig defaults = squares::default_model_config(options->model.model);
             const std::vector<int64_t> default_sizes = {defaults.heads, defaults.d_model, defaults.ff_units,
@@ -178,7 +180,7 @@ Command add_train_charlm(CLI::App* train) {
       ->capture_default_str();
   app->add_flag("--bias", options->model.bias, "Biases in the Linears and LayerNorms (nanoGPT's train.py: none)");
   return {app, [app, options] {
-            carry_over_settings(app, options->training.resume);
+            carry_over_settings(app, options->training);
             check_heads_divide(options->model.n_head, "--heads", options->model.n_embd, "--width");
             if (options->min_lr > options->training.lr)
               throw UsageError(fmt::format("--min-lr {} is above --lr {}: the cosine decays from --lr down to --min-lr",
@@ -208,7 +210,8 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
   app->add_option(
          "--resume", options.resume,
          "Continue the run in this folder (its last.safetensors): flags not given keep the run's values, --epochs "
-         "(charlm: --iters) may grow, --out defaults to it; another value of any other setting is refused")
+         "(charlm: --iters) may grow, --out defaults to it; another value of any other setting is refused (the table: "
+         "train --help)")
       ->check(kPath)
       ->check(CLI::ExistingDirectory);
   app->add_option("--precision", options.precision,
@@ -230,68 +233,35 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
   return lr;
 }
 
-void carry_over_settings(CLI::App* app, const std::string& resume) {
-  if (resume.empty()) return;
-  const nlohmann::json config = nlohmann::json::parse(nn::read_checkpoint(resume + "/last.safetensors").config());
-  // Another task's or model's run: nothing to carry over; tasks::run_training refuses it, naming both.
-  const CLI::Option* model = app->get_option_no_throw("--model");
-  if (!config.contains("task") || config["task"] != app->get_name() ||
-      (model && model->count() > 0 && config.value("model", nlohmann::json()) != model->as<std::string>()))
-    return;
+void carry_over_settings(CLI::App* app, tasks::TrainingOptions& training) {
+  training.run_dir = std::make_shared<tasks::RunDir>(training.resume);  // reads last.safetensors, once
+  const tasks::RunDir& run = *training.run_dir;
+  const CLI::Option* model_flag = app->get_option_no_throw("--model");
+  const std::string model = model_flag && model_flag->count() > 0 ? model_flag->as<std::string>() : "";
+  // Another task's or model's run: nothing to carry over; the run folder refuses it, naming both.
+  if (!run.continues(app->get_name(), model)) return;
   const auto set = [](CLI::Option* option, const std::string& value) {
     option->add_result(value);
     option->run_callback();
   };
   for (CLI::Option* option : app->get_options()) {
-    const std::string flag = option->get_name();
-    if (option->count() > 0 || !flag.starts_with("--")) continue;
-    std::string key = flag.substr(2);
-    std::replace(key.begin(), key.end(), '-', '_');
-    for (const auto& [setting, its_flag] : tasks::settings_named_otherwise())
-      if (!config.contains(key) && its_flag == flag) key = setting;
-    if (!config.contains(key) || config[key] == "") continue;  // "": the default (seed 002's data)
-    const std::string value = config[key].is_string() ? config[key].get<std::string>() : config[key].dump();
+    if (option->count() > 0) continue;
+    const std::optional<tasks::RunDir::Carried> carried = run.carried_over(option->get_name(), app->get_name(), model);
+    if (!carried) continue;
     try {
-      set(option, value);
+      set(option, carried->value);
     } catch (const CLI::Error& e) {  // a checkpoint edited by hand: say where the value came from
-      fail("--resume {}: the checkpoint's {} cannot be carried over: {}", resume, key, e.what());
+      fail("--resume {}: the checkpoint's {} cannot be carried over: {}", training.resume, carried->setting, e.what());
     }
   }
-  if (app->get_option("--out")->count() == 0) set(app->get_option("--out"), resume);
-}
-
-Command add_sample_command(CLI::App& app) {
-  auto options = std::make_shared<charlm::SampleOptions>();
-  CLI::App* sample = app.add_subcommand("sample", "Generate text from a `train charlm` checkpoint, streamed to stdout");
-  sample->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train charlm`")
-      ->check(kPath)
-      ->required();
-  sample->add_option("--prompt", options->prompt, "Text to continue (default: a newline)");
-  sample->add_option("--tokens", options->tokens, "Characters to generate")
-      ->check(whole_number(0, 100000000))
-      ->capture_default_str();
-  sample->add_option("--temperature", options->temperature, "Divides the logits: < 1 sharper, > 1 flatter")
-      ->check(kPositive)
-      ->capture_default_str();
-  sample->add_option("--top-k", options->top_k, "Draw only from the K most likely characters (0: all)")
-      ->check(whole_number(0, 1 << 21))
-      ->capture_default_str();
-  sample->add_option("--seed", options->seed, "Seed of the draws: the same seed gives the same text")
-      ->check(kSeed)
-      ->capture_default_str();
-  sample->add_flag("--drop-unknown", options->drop_unknown,
-                   "Leave out prompt characters the model's vocabulary lacks (default: an error listing them)");
-  sample->footer(
-      "Keys and values are cached, so each character costs one position's forward pass. The context holds at most "
-      "the model's block size: when it is full, it jumps to its last half (re-encoded at positions 0...) and "
-      "generation goes on, so each character sees between half a block and a whole block of context.");
-  return {sample, [options] { return charlm::sample(*options); }};
+  if (app->get_option("--out")->count() == 0) set(app->get_option("--out"), training.resume);
 }
 
 std::vector<Command> add_train_commands(CLI::App& app) {
   CLI::App* train =
       app.add_subcommand("train", "Train a task; writes OUT/config.json, metrics.csv, checkpoints, plots");
   train->require_subcommand(1);
+  train->footer(tasks::resume_table());
   // On `train` itself, so it may follow either task (options fall through to the parent).
   auto report_memory = std::make_shared<bool>(false);
   train->add_flag("--report-memory", *report_memory,
@@ -305,75 +275,6 @@ std::vector<Command> add_train_commands(CLI::App& app) {
       return status;
     };
   return commands;
-}
-
-std::vector<Command> add_eval_commands(CLI::App& app) {
-  CLI::App* eval = app.add_subcommand("eval", "Evaluate a trained model");
-  eval->require_subcommand(1);
-  auto sentiment_options = std::make_shared<sentiment::EvalOptions>();
-  CLI::App* sentiment = eval->add_subcommand("sentiment", "Accuracy and BCE loss on labelled sentences");
-  sentiment->add_option("--checkpoint", sentiment_options->checkpoint, "A checkpoint written by `train sentiment`")
-      ->check(kPath)
-      ->required();
-  CLI::Option* dataset =
-      sentiment
-          ->add_option("--dataset", sentiment_options->dataset,
-                       "seed: seed 002's test sentences; uci: a split of UCI's review sentences, with the report")
-          ->check(CLI::IsMember({"seed", "uci"}))
-          ->capture_default_str();
-  sentiment->add_option("--split", sentiment_options->split, "--dataset uci: the split to evaluate")
-      ->check(CLI::IsMember({"train", "val", "test"}))
-      ->capture_default_str();
-  sentiment->add_option("--data", sentiment_options->data, "label<TAB>text lines (default: seed 002's test sentences)")
-      ->check(kPath)
-      ->check(CLI::ExistingFile)
-      ->excludes(dataset);
-
-  auto squares_options = std::make_shared<squares::EvalOptions>();
-  CLI::App* squares = eval->add_subcommand("squares", "MSE of the predicted last two corners on fresh squares");
-  squares->add_option("--checkpoint", squares_options->checkpoint, "A checkpoint written by `train squares`")
-      ->check(kPath)
-      ->required();
-  squares->add_option("--data-seed", squares_options->data.seed, "Seed of the generated squares (19: the test set)")
-      ->check(kSeed)
-      ->capture_default_str();
-  squares->add_option("--n", squares_options->data.n, "How many squares")->check(kCount)->capture_default_str();
-  squares
-      ->add_option("--predictions", squares_options->predictions,
-                   "Also write the squares and predictions to this safetensors file (source, target, predicted)")
-      ->check(kPath);
-
-  auto charlm_options = std::make_shared<charlm::EvalOptions>();
-  CLI::App* charlm = eval->add_subcommand("charlm", "Validation loss and bits per character of a character-level GPT");
-  charlm->add_option("--checkpoint", charlm_options->checkpoint, "A checkpoint written by `train charlm`")
-      ->check(kPath)
-      ->required();
-  charlm->add_option("--data", charlm_options->data, "A UTF-8 text file (default: the text it was trained on)")
-      ->check(kPath);
-  charlm->add_option("--split", charlm_options->split, "val: the last 10%; train: the first 90%; all")
-      ->check(CLI::IsMember({"val", "train", "all"}))
-      ->capture_default_str();
-  charlm->add_flag("--drop-unknown", charlm_options->drop_unknown,
-                   "Leave out characters the model's vocabulary lacks (default: an error listing them)");
-  return {{sentiment, [sentiment_options] { return sentiment::eval(*sentiment_options); }},
-          {squares, [squares_options] { return squares::eval(*squares_options); }},
-          {charlm, [charlm_options] { return charlm::eval(*charlm_options); }},
-          add_eval_g2p(eval)};
-}
-
-std::vector<Command> add_predict_commands(CLI::App& app) {
-  CLI::App* predict = app.add_subcommand("predict", "Predict with a trained model");
-  predict->require_subcommand(1);
-  auto options = std::make_shared<sentiment::PredictOptions>();
-  CLI::App* sentiment = predict->add_subcommand("sentiment", "Probability that each text is positive");
-  sentiment->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train sentiment`")
-      ->check(kPath)
-      ->required();
-  sentiment->add_option("texts", options->texts, "Texts to classify (or --file)");
-  sentiment->add_option("--file", options->file, "One text per line")->check(kPath)->check(CLI::ExistingFile);
-  sentiment->add_option("--explain", options->explain, "Write the first text's attention weights as an SVG heatmap")
-      ->check(kPath);
-  return {{sentiment, [options] { return sentiment::predict(*options); }}, add_predict_g2p(predict)};
 }
 
 }  // namespace ag::cli

@@ -15,7 +15,7 @@
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
-#include "nn/attention.h"
+#include "nn/seeds/seed003.h"
 #include "nn/layers.h"
 #include "tools/printed_values.h"
 

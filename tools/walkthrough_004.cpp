@@ -6,7 +6,7 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/shape.h"
-#include "nn/seq2seq.h"
+#include "nn/seeds/seed004.h"
 #include "tools/printed_values.h"
 
 namespace ag::cli {

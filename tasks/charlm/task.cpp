@@ -38,7 +38,7 @@ Text load_text(const std::string& data) {
   constexpr const char* kMobyDick = "moby-dick.txt";
   Text text{data.empty() ? tasks::corpus_path(kMobyDick) : data, {}, {}};
   const std::string bytes = data.empty() ? tasks::read_corpus(kMobyDick) : tasks::read_data_file(data);
-  text.sha256 = tasks::sha256_hex(bytes);
+  text.sha256 = tasks::data_file_sha256(text.path);
   text.chars = tasks::decode_utf8(tasks::as_text(bytes, text.path), text.path);
   AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
   return text;
@@ -396,7 +396,7 @@ int train(const CharLMOptions& options) {
   training.epochs = (options.iters + options.eval_interval - 1) / options.eval_interval;  // evaluations
   const int64_t tokens_per_step = training.batch_size * T;
   std::vector<double> step_seconds;
-  const std::vector<nn::EpochRecord> history = tasks::run_training(
+  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
       model, optimizer, task, training, tasks::config_json(training, task_settings(options, config, text)),
       {{"vocabulary", vocabulary.to_utf8()}},
       [&](nn::TrainerOptions& t) {
@@ -407,6 +407,8 @@ int train(const CharLMOptions& options) {
         t.tokens_per_step = tokens_per_step;
       },
       &step_seconds);
+  if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
+  const std::vector<nn::EpochRecord>& history = *trained;
 
   write_plot(training.out, history, options.eval_interval);
   double best = INFINITY;

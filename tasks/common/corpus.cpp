@@ -53,7 +53,7 @@ std::string pinned_sha256(const std::string& name) {
 std::string read_corpus(const std::string& name) {
   const std::string path = corpus_path(name);
   std::string bytes = read_data_file(path);
-  const std::string expected = pinned_sha256(name), found = sha256_hex(bytes);
+  const std::string expected = pinned_sha256(name), found = data_file_sha256(path);
   AG_CHECK(expected.empty() || found == expected,
            "{}: the cached corpus has sha256 {}, expected the pinned {} (damaged or edited: tools/fetch_data.sh "
            "fetches it again; give your own data with --data FILE)",

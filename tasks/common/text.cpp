@@ -8,14 +8,14 @@
 #include <sstream>
 
 #include "engine/error.h"
-#include "engine/hash.h"
+#include "tasks/common/corpus.h"
 
 namespace ag::tasks {
 
 namespace {
 
-std::vector<std::pair<std::string, uint64_t>>& data_files() {
-  static std::vector<std::pair<std::string, uint64_t>> files;
+std::vector<std::pair<std::string, std::string>>& data_files() {
+  static std::vector<std::pair<std::string, std::string>> files;
   return files;
 }
 
@@ -23,11 +23,18 @@ std::vector<std::pair<std::string, uint64_t>>& data_files() {
 
 std::string read_data_file(const std::string& path) {
   std::string bytes = read_file(path);
-  data_files().emplace_back(path, fnv1a64(bytes));
+  data_files().emplace_back(path, sha256_hex(bytes));
   return bytes;
 }
 
-const std::vector<std::pair<std::string, uint64_t>>& data_files_read() { return data_files(); }
+const std::vector<std::pair<std::string, std::string>>& data_files_read() { return data_files(); }
+
+std::string data_file_sha256(const std::string& path) {
+  const auto& files = data_files();
+  const auto it = std::find_if(files.rbegin(), files.rend(), [&](const auto& file) { return file.first == path; });
+  AG_CHECK(it != files.rend(), "{}: no digest: the file has not been read as data", path);
+  return it->second;
+}
 
 std::string read_file(const std::string& path) {
   AG_CHECK(!path.empty(), "no data file given (an empty path)");

@@ -14,11 +14,15 @@ namespace ag::tasks {
 
 // The bytes of a file; refuses folders, FIFOs and devices (reading those may never end).
 std::string read_file(const std::string& path);
-// read_file for the data a run trains on: the file and its content's digest (FNV-1a 64) are
-// recorded, so that the ranks of a data-parallel job can prove they read the same data.
+// read_file for the data a run trains on: the file and its content's sha256 are recorded, the one
+// digest of data: the ranks of a data-parallel job compare them (they read the same data), a run's
+// config stores it (data_sha256: --resume and eval notice a file rewritten in place), a cached
+// corpus is checked against its pinned one.
 std::string read_data_file(const std::string& path);
-// The data files this process has read, in order, with their digests.
-const std::vector<std::pair<std::string, uint64_t>>& data_files_read();
+// The data files this process has read, in order, with the sha256 (hex) of their contents.
+const std::vector<std::pair<std::string, std::string>>& data_files_read();
+// The sha256 of what read_data_file last read from `path` (an error if it has read nothing there).
+std::string data_file_sha256(const std::string& path);
 
 // Refuses an output file (`flag` names it) that is one of `inputs` (the same file by any path or
 // link): writing it would destroy what the command reads.

@@ -1,15 +1,19 @@
 // What every task's training run shares: the common settings (the CLI's common flags), and the
-// run itself: OUT/config.json, the Trainer (with --resume), the history it returns.
+// run itself: the run folder (tasks/common/run_dir.h), the Trainer, the history it returns.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nn/trainer.h"
 
 namespace ag::tasks {
+
+class RunDir;  // tasks/common/run_dir.h
 
 // The flags every `train <task>` takes; each task sets its own defaults.
 struct TrainingOptions {
@@ -20,6 +24,9 @@ struct TrainingOptions {
   uint64_t seed = 0;
   std::string out{};
   std::string resume{};  // an OUT folder to continue
+  // The run folder, with the resumed checkpoint read once: the CLI opens it to carry settings over;
+  // left empty (tests, a program of one's own), run_training opens it from `resume`.
+  std::shared_ptr<RunDir> run_dir{};
   bool quiet = false;
   bool trace_backward = false;    // trace the first step's backward on stderr (engine/inspect.h)
   bool detect_anomaly = false;    // the first NaN/Inf, forward or backward, stops the run naming its op and scope
@@ -37,29 +44,20 @@ bool precision_is_bf16(const std::string& precision);
 // (a JSON object as text): the config stored in config.json and every checkpoint.
 std::string config_json(const TrainingOptions& options, const std::string& task_settings);
 
-// The flag that sets a config setting: "--" and its key with '-' for '_' ("batch_size" →
-// "--batch-size"), except for the settings settings_named_otherwise() lists (charlm's nanoGPT
-// names, settings derived from a flag).
-std::string flag_of_setting(const std::string& key);
-const std::map<std::string, std::string>& settings_named_otherwise();
-
 // What a task sets in the Trainer's options beyond the common flags (steps per epoch, an lr
 // schedule, clipping: nn::TrainerOptions).
 using TrainerSettings = std::function<void(nn::TrainerOptions&)>;
 
 // Runs the Trainer and returns the whole history; with `step_seconds`, also the wall time of each
-// step it ran. With options.resume it continues that folder's last.safetensors: the config must be
-// the checkpoint's but for epochs/iters (which must go past what the run has done), threads and
-// the version; a change of those is recorded in the config's "resumed" list. Before writing, it
-// refuses an --out holding another task's run and locks --out (OUT/.attograd.lock) for the rest of
-// the process; the Trainer writes OUT/config.json with the first checkpoint, so a run that fails
-// before one leaves the folder's config.json describing the checkpoint there.
-// Under mpirun, every rank trains its shard; the ranks other than 0 then leave the MPI job and
-// exit 0 here, and rank 0 alone writes, goes on to report.
-std::vector<nn::EpochRecord> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
-                                          const TrainingOptions& options, const std::string& config,
-                                          const std::map<std::string, std::string>& checkpoint_metadata = {},
-                                          const TrainerSettings& settings = {},
-                                          std::vector<double>* step_seconds = nullptr);
+// step it ran. With options.resume it continues that folder's last.safetensors, the config checked
+// by the resume table (run_dir.h). Before writing, the run folder claims --out (checked, locked for
+// the rest of the process); the Trainer writes OUT/config.json with the first checkpoint, so a run
+// that fails before one leaves the folder's config.json describing the checkpoint there.
+// Under mpirun, every rank trains its shard, and rank 0 alone writes; the other ranks get nothing
+// back (nullopt: rank 0 reports) and their command returns.
+std::optional<std::vector<nn::EpochRecord>> run_training(
+    nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task, const TrainingOptions& options,
+    const std::string& config, const std::map<std::string, std::string>& checkpoint_metadata = {},
+    const TrainerSettings& settings = {}, std::vector<double>* step_seconds = nullptr);
 
 }  // namespace ag::tasks

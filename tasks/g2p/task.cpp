@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <numeric>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/json.h"
@@ -18,6 +19,7 @@
 #include "engine/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
+#include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
 #include "tasks/common/memory.h"
 #include "tasks/common/text.h"
@@ -187,22 +189,16 @@ nlohmann::json model_json(const ModelConfig& c) {
 }
 
 ModelConfig model_config_of(const nlohmann::json& config, const std::string& source) {
-  try {
-    return {.source_vocab = config.at("source_vocab").get<int64_t>(),
-            .target_vocab = config.at("target_vocab").get<int64_t>(),
-            .d_model = config.at("d_model").get<int64_t>(),
-            .heads = config.at("heads").get<int64_t>(),
-            .encoder_layers = config.at("enc_layers").get<int64_t>(),
-            .decoder_layers = config.at("dec_layers").get<int64_t>(),
-            .feed_forward = config.at("ff").get<int64_t>(),
-            .dropout = config.at("dropout").get<double>(),
-            .max_len = config.at("max_len").get<int64_t>()};
-  } catch (const nlohmann::json::exception& e) {
-    fail(
-        "{}: the checkpoint's config lacks a model size or has one of the wrong type ({}); expected source_vocab, "
-        "target_vocab, d_model, heads, enc_layers, dec_layers, ff, dropout, max_len",
-        source, e.what());
-  }
+  const auto whole = [&](const char* key) { return tasks::config_whole(config, key, source); };
+  return {.source_vocab = whole("source_vocab"),
+          .target_vocab = whole("target_vocab"),
+          .d_model = whole("d_model"),
+          .heads = whole("heads"),
+          .encoder_layers = whole("enc_layers"),
+          .decoder_layers = whole("dec_layers"),
+          .feed_forward = whole("ff"),
+          .dropout = tasks::config_number(config, "dropout", source),
+          .max_len = whole("max_len")};
 }
 
 std::string task_settings(const G2POptions& o, const ModelConfig& model, const Lexicon& lexicon) {
@@ -235,8 +231,7 @@ struct Trained {
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
   nlohmann::json config = parse_json(checkpoint.config(), path);
-  AG_CHECK(config.value("task", "") == "g2p", "{}: a checkpoint of task '{}', expected 'g2p'", path,
-           config.value("task", "?"));
+  tasks::check_checkpoint_task(config, "g2p", path);
   for (const char* key : {"source_symbols", "target_symbols"})
     AG_CHECK(checkpoint.metadata.count(key), "{}: the checkpoint has no {}", path, key);
   Symbols source = Symbols::from_json(checkpoint.metadata.at("source_symbols"), path);
@@ -433,7 +428,7 @@ int train(const G2POptions& options) {
                       options.training.max_memory_mb);
   G2PTask task(model, std::move(pairs), std::move(validation), options);
   std::vector<double> step_seconds;
-  const std::vector<nn::EpochRecord> history = tasks::run_training(
+  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
       model, optimizer, task, options.training,
       tasks::config_json(options.training, task_settings(options, config, lexicon)),
       {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}},
@@ -446,6 +441,8 @@ int train(const G2POptions& options) {
         t.rate_unit = "words";
       },
       &step_seconds);
+  if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
+  const std::vector<nn::EpochRecord>& history = *trained;
   print_table(history);
   const double train_seconds = std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0);
   if (train_seconds > 0)
@@ -491,13 +488,15 @@ int eval(const EvalOptions& options) {
   Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
            "eval g2p: --split must be test, val or train, got '{}'", options.split);
-  const std::string data = options.data.empty() ? trained.config.value("data", "") : options.data;
-  const Lexicon lexicon = load_lexicon(data, trained.config.value("stress", false));
+  const std::string data =
+      options.data.empty() ? tasks::config_string(trained.config, "data", options.checkpoint, "") : options.data;
+  const Lexicon lexicon = load_lexicon(data, tasks::config_bool(trained.config, "stress", options.checkpoint));
   const Split split = options.split == "test" ? Split::test : options.split == "val" ? Split::val : Split::train;
   const EvalSet set = eval_set(lexicon, split, trained.source, trained.target, 0);
   AG_CHECK(!set.words.empty(), "{}: its {} split is empty", lexicon.path, options.split);
-  const Decoded decoded = decode_timed(*trained.model, set.sources, options.beam, trained.config.value("max_extra", 10),
-                                       options.eval_batch_size);
+  const Decoded decoded =
+      decode_timed(*trained.model, set.sources, options.beam,
+                   tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10), options.eval_batch_size);
   print_rates(fmt::format("{} ({})", options.split, options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
               score(decoded.predictions, set.references), decoded);
   print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
@@ -530,7 +529,9 @@ int predict(const PredictOptions& options) {
   std::vector<Ids> sources;
   for (const std::string& word : words) sources.push_back(trained.source.encode_word(word, "predict g2p"));
   const std::vector<Ids> predictions = decode_all(
-      *trained.model, sources, {.beam = options.beam, .max_extra = trained.config.value("max_extra", 10)}, 512);
+      *trained.model, sources,
+      {.beam = options.beam, .max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10)},
+      512);
   for (size_t i = 0; i < words.size(); ++i)
     fmt::print("{}\t{}\n", words[i], trained.target.decode(predictions[i], " "));
   return 0;

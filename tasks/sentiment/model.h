@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "nn/attention.h"
+#include "nn/seeds/seed003.h"
 #include "nn/layers.h"
 
 namespace ag::sentiment {

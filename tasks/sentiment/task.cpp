@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <numeric>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/json.h"
@@ -240,9 +241,9 @@ std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
   settings["vocab_size"] = vocab.size();
   settings["dim"] = o.dim;
   settings["data"] = o.data;
-  // The file's content, so --resume and eval notice a file rewritten in place (the UCI corpus is
-  // pinned: tasks::read_corpus checks it).
-  if (!o.data.empty()) settings["data_sha256"] = tasks::sha256_hex(tasks::read_data_file(o.data));
+  // The file's content as read, so --resume and eval notice a file rewritten in place (the UCI
+  // corpus is pinned: tasks::read_corpus checks it).
+  if (!o.data.empty()) settings["data_sha256"] = tasks::data_file_sha256(o.data);
   settings["val_fraction"] = o.val_fraction;
   settings["optimizer"] = "AdamW";
   settings["weight_decay"] = o.weight_decay;
@@ -549,13 +550,15 @@ int train(const SentimentOptions& options) {
   const EncodedSentences train(data.train, vocab), validation(data.validation, vocab);
   tasks::check_memory(memory_estimate(options, model, train, validation), options.training.max_memory_mb);
   SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options), batch_by_length(options));
-  const std::vector<nn::EpochRecord> history = tasks::run_training(
+  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
       model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),
       {{"vocabulary", nlohmann::json(vocab.words()).dump()}}, [&](nn::TrainerOptions& t) {
         // An epoch is ceil(n / batch_size) steps, by length as shuffled (each cut at batch_size rows).
         const int64_t steps = (task.train_size() + t.batch_size - 1) / t.batch_size;
         t.lr_schedule = lr_schedule(options, t.epochs * steps);
       });
+  if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
+  const std::vector<nn::EpochRecord>& history = *trained;
   write_losses_svg(options, history);
   const nn::EpochRecord& last = history.back();
   if (is_uci(options)) {

@@ -2,8 +2,8 @@
 
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/shape.h"
-#include "nn/seq2seq.h"
-#include "nn/transformer.h"
+#include "nn/seeds/seed004.h"
+#include "tasks/squares/transformer.h"
 
 namespace ag::squares {
 
@@ -49,7 +49,7 @@ class TransformerModel : public SquaresModel {
   Tensor predict(const Tensor& source) override { return model_.predict(source, kTargetLen); }
 
  private:
-  nn::SquaresTransformer model_;
+  SquaresTransformer model_;
 };
 
 }  // namespace

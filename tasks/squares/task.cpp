@@ -181,9 +181,11 @@ int train(const SquaresOptions& options) {
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
   tasks::check_memory(memory_estimate(options, model->module().num_parameters()), options.training.max_memory_mb);
   SquaresTask task(*model, train_squares, test_points);
-  const std::vector<nn::EpochRecord> history = tasks::run_training(
+  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
       model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)),
       {}, [&](nn::TrainerOptions& trainer) { trainer.shuffle_rng = options.rng; });
+  if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
+  const std::vector<nn::EpochRecord>& history = *trained;
   manual_seed(0, RngStyle::attograd);  // the process's default generator as it was
 
   model->module().eval();

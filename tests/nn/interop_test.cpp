@@ -19,7 +19,7 @@
 #include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
-#include "nn/seq2seq.h"
+#include "nn/seeds/seed004.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn {

@@ -5,9 +5,9 @@
 
 #include <functional>
 
-#include "nn/attention.h"
 #include "nn/layers.h"
-#include "nn/seq2seq.h"
+#include "nn/seeds/seed003.h"
+#include "nn/seeds/seed004.h"
 #include "nn/transformer.h"
 #include "tests/golden_util.h"
 

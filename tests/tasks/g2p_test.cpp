@@ -15,6 +15,7 @@
 #include "tasks/g2p/metrics.h"
 #include "tasks/g2p/model.h"
 #include "tasks/g2p/task.h"
+#include "tests/reversal_pairs.h"
 #include "tests/test_util.h"
 
 namespace ag::g2p {
@@ -157,21 +158,17 @@ TEST(G2PTrain, ATinyModelLearnsToReverseStrings) {
   const TempDir temp;
   const std::string dir = static_cast<const std::filesystem::path&>(temp).string();
   const std::string data = dir + "/reverse.tsv";
-  {
-    std::ofstream out(data);
-    const std::string letters = "abcd";
-    for (int length = 3; length <= 6; ++length) {
-      int64_t count = 1;
-      for (int i = 0; i < length; ++i) count *= 4;
-      for (int64_t code = 0; code < count; ++code) {
-        std::string word;
-        for (int64_t c = code, i = 0; i < length; ++i, c /= 4) word += letters[static_cast<size_t>(c % 4)];
-        out << word << '\t';
-        for (int i = length - 1; i >= 0; --i)
-          out << char(std::toupper(word[static_cast<size_t>(i)])) << (i ? " " : "\n");
-      }
+  std::vector<std::string> words;
+  const std::string letters = "abcd";
+  for (int length = 3; length <= 6; ++length) {
+    int64_t count = 1;
+    for (int i = 0; i < length; ++i) count *= 4;
+    for (int64_t code = 0; code < count; ++code) {
+      std::string& word = words.emplace_back();
+      for (int64_t c = code, i = 0; i < length; ++i, c /= 4) word += letters[static_cast<size_t>(c % 4)];
     }
   }
+  write_reversal_pairs(data, words);
   G2POptions options;
   options.data = data;
   options.training.out = dir + "/run";

@@ -12,8 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/cli_check.sh"
 
 for w in cat dog bird fish horse mouse tiger zebra camel eagle lion wolf bear deer frog goat ox yak emu owl; do
   for s in "" s er y ing; do echo "$w$s"; done
-done | awk '{ printf "%s\t", $0; n = split($0, c, ""); for (i = n; i >= 1; i--) printf "%s%s", toupper(c[i]), (i > 1 ? " " : "\n") }' \
-  >"$work/pairs.tsv"
+done | bash "$(dirname "${BASH_SOURCE[0]}")/reversal_pairs.sh" >"$work/pairs.tsv"
 base=("$attograd" --threads 1 train g2p --quiet --d-model 16 --enc-layers 1 --dec-layers 1 --ff 32 --batch-size 16
   --lr 0.003)
 g2p=("${base[@]}" --heads 2 --data "$work/pairs.tsv")

@@ -37,8 +37,7 @@ for i in $(seq 200); do echo "it was the best of times, it was the worst of time
 run="$ATTOGRAD_INTEROP_DIR/g2p"
 for w in cat dog bird fish horse mouse tiger zebra camel eagle lion wolf bear deer frog goat; do
   for s in "" s er; do echo "$w$s"; done
-done | awk '{ printf "%s\t", $0; n = split($0, c, ""); for (i = n; i >= 1; i--) printf "%s%s", toupper(c[i]), (i > 1 ? " " : "\n") }' \
-  >"$ATTOGRAD_INTEROP_DIR/g2p_pairs.tsv"  # spelling backwards: a transduction small enough to learn in seconds
+done | bash "$root/tests/tools/reversal_pairs.sh" >"$ATTOGRAD_INTEROP_DIR/g2p_pairs.tsv"  # spelling backwards
 "$attograd" train g2p --data "$ATTOGRAD_INTEROP_DIR/g2p_pairs.tsv" --epochs 30 --batch-size 8 --lr 0.003 \
   --d-model 32 --heads 2 --enc-layers 1 --dec-layers 1 --ff 64 --dropout 0 --out "$run" --quiet >/dev/null
 cut -f1 "$ATTOGRAD_INTEROP_DIR/g2p_pairs.tsv" >"$run/words.txt"

@@ -6,7 +6,7 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
-#include "nn/attention.h"
+#include "nn/seeds/seed003.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn {

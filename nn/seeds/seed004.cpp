@@ -1,4 +1,4 @@
-#include "nn/seq2seq.h"
+#include "nn/seeds/seed004.h"
 
 #include "engine/autograd.h"
 #include "engine/ops/arithmetic.h"

@@ -11,7 +11,7 @@
 // A mask broadcasts against the scores (N, T_query, L_keys): (N, 1, L) hides source padding,
 // (T, T) hides the future. Each head runs the fused ag::scaled_dot_product_attention; a query
 // whose keys are all hidden gets masked_rows' treatment: zeros (MaskedRows::zero), like the
-// seed classes of nn/attention.h, where the seed's -1e9 fill gave uniform weights (Note [fully
+// seed classes of nn/seeds/seed003.h, where the seed's -1e9 fill gave uniform weights (Note [fully
 // masked rows] in engine/ops/attention.h; seed 004's data never hides a whole row).
 #pragma once
 

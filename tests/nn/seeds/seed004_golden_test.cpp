@@ -9,7 +9,7 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/reduce.h"
-#include "nn/seq2seq.h"
+#include "nn/seeds/seed004.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn::seed004 {

@@ -1,7 +1,7 @@
 // The attention classes: seed 003's printed numbers as test vectors, and the properties every
 // attention must have — causality, masked keys with exactly zero weight and gradient, no NaN
 // from -inf, and padding that never changes a sequence's outputs.
-#include "nn/attention.h"
+#include "nn/seeds/seed003.h"
 
 #include <gtest/gtest.h>
 

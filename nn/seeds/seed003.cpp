@@ -1,4 +1,4 @@
-#include "nn/attention.h"
+#include "nn/seeds/seed003.h"
 
 #include "engine/error.h"
 #include "engine/ops/arithmetic.h"

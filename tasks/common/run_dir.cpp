@@ -1,0 +1,220 @@
+#include "tasks/common/run_dir.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/json.h"
+#include "engine/safetensors.h"
+#include "tasks/common/text.h"
+
+namespace ag::tasks {
+
+const std::map<std::string, std::string>& settings_named_otherwise() {
+  static const std::map<std::string, std::string> flags = {{"task", "the command, train <task>"},
+                                                           {"n_layer", "--layers"},
+                                                           {"n_head", "--heads"},
+                                                           {"n_embd", "--width"},
+                                                           {"model", "--model or --heads"},
+                                                           {"vocab_size", "--data"},
+                                                           {"data_chars", "--data"},
+                                                           {"data_sha256", "--data, whose content differs"},
+                                                           {"tokenizer", "--dataset"},
+                                                           {"embedding_std", "--dataset"},
+                                                           {"source_vocab", "--data"},
+                                                           {"target_vocab", "--data or --stress"},
+                                                           {"data_words", "--data"}};
+  return flags;
+}
+
+std::string flag_of_setting(const std::string& key) {
+  const auto it = settings_named_otherwise().find(key);
+  if (it != settings_named_otherwise().end()) return it->second;
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// Settings a resumed run may change; each change is applied and recorded in the config's
+// "resumed" list. Every other setting must be the checkpoint's: the CLI carries them over.
+const std::vector<ResumeRule>& resume_rules() {
+  static const std::vector<ResumeRule> rules = {
+      {"epochs", "may grow past the epochs done (else the run trains nothing: exit 1); recorded"},
+      {"iters",
+       "(charlm) may grow past the evaluation intervals done x eval_interval; the cosine schedule then decays to the "
+       "new end, from the next step; recorded"},
+      {"threads", "may change; recorded (bit-identity with an uninterrupted run needs the same count)"},
+      {"ranks",
+       "(mpirun -np N) may change: a checkpoint does not depend on how a batch is split; recorded (bit-identity "
+       "needs the same split)"},
+      {"micro_batches", "may change, as ranks; recorded"},
+      {"precision", "(--precision f32|bf16) may change: checkpoints are f32 either way; recorded"},
+      {"attograd_version", "may change: a newer build continues an older run; recorded"}};
+  return rules;
+}
+
+std::string resume_table() {
+  std::string table = "On --resume, by setting of config.json (whatever its flag is called):\n";
+  for (const ResumeRule& rule : resume_rules()) table += fmt::format("  {:<17} {}\n", rule.setting, rule.on_resume);
+  table += fmt::format("  {:<17} {}\n", "any other",
+                       "carried over from the checkpoint when its flag is not given; another value is refused, naming "
+                       "the setting, its flag and both values (a new run goes into another --out)");
+  table +=
+      "Not settings, for this process only: --out (defaults to the resumed folder; another one is claimed like a new "
+      "run's), --quiet, --trace-backward, --detect-anomaly, --max-memory, --report-memory.";
+  return table;
+}
+
+namespace {
+
+bool may_change_on_resume(const std::string& setting) {
+  const std::vector<ResumeRule>& rules = resume_rules();
+  return std::any_of(rules.begin(), rules.end(), [&](const ResumeRule& rule) { return setting == rule.setting; });
+}
+
+// Refuses an --out folder that holds files but no attograd run (no config.json): the user's own
+// files, which a run would overwrite; lists what is there. The lock file alone is a run's.
+void check_empty_or_a_run(const std::string& out) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(out + "/config.json", error)) return;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out, error))
+    if (entry.path().filename() != ".attograd.lock") names.push_back(printable(entry.path().filename().string()));
+  if (names.empty()) return;
+  std::sort(names.begin(), names.end());
+  constexpr size_t kListed = 8;
+  std::string listed;
+  for (size_t i = 0; i < std::min(names.size(), kListed); ++i) listed += (i ? ", " : "") + names[i];
+  if (names.size() > kListed) listed += fmt::format(" and {} more", names.size() - kListed);
+  fail(
+      "--out {}: is not empty and holds no attograd run (no config.json): {}; a run would overwrite such files: "
+      "choose an empty or new folder, or a run's own",
+      out, listed);
+}
+
+// Refuses an --out folder that holds another task's run (by its config.json).
+void check_not_another_run(const std::string& out, const std::string& config) {
+  const std::string path = out + "/config.json";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return;
+  const std::string task = nlohmann::json::parse(config).value("task", "");
+  nlohmann::json there;
+  try {
+    there = nlohmann::json::parse(read_file(path));
+  } catch (const std::exception&) {
+  }
+  const std::string other = there.is_object() && there.contains("task") && there["task"].is_string()
+                                ? there["task"].get<std::string>()
+                                : "(not attograd's)";
+  AG_CHECK(other == task,
+           "--out {}: holds another run (its config.json's task is {}); a {} run would overwrite its files: choose "
+           "another --out, or delete the folder",
+           out, printable(other), task);
+}
+
+// Holds a write lock on OUT/.attograd.lock until the process ends, so two runs never write into one
+// folder. An fcntl lock: the kernel drops it when the process ends however it ends, tells a
+// second run the holder's pid, and lets this process take it again (tests train twice).
+void lock_output_folder(const std::string& out) {
+  const std::string path = out + "/.attograd.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  AG_CHECK(fd >= 0, "--out {}: cannot create the lock file {}: {}", out, path, std::strerror(errno));
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(fd, F_SETLK, &lock) == 0) return;  // the descriptor stays open: the lock lives with the process
+  const int error = errno;
+  struct flock holder = lock;
+  const bool known = ::fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+  ::close(fd);
+  AG_CHECK(error == EACCES || error == EAGAIN, "--out {}: cannot lock {}: {}", out, path, std::strerror(error));
+  fail("--out {}: another run (pid {}) is writing to this folder; wait for it to end or choose another --out", out,
+       known ? std::to_string(holder.l_pid) : "unknown");
+}
+
+}  // namespace
+
+RunDir::RunDir(const std::string& resume) : resumed_folder_(resume) {
+  if (resume.empty()) return;
+  const std::string path = resume + "/last.safetensors";
+  checkpoint_ = nn::read_checkpoint(path);
+  checkpoint_config_ = parse_json(checkpoint_->config(), path);  // an object: read_checkpoint checked
+}
+
+const nn::Checkpoint& RunDir::checkpoint() const {
+  AG_CHECK(checkpoint_.has_value(), "run folder: not a resumed run");
+  return *checkpoint_;
+}
+
+bool RunDir::continues(const std::string& task, const std::string& model) const {
+  const nlohmann::json& config = checkpoint_config_;
+  return resuming() && config.value("task", nlohmann::json()) == task &&
+         (model.empty() || config.value("model", nlohmann::json()) == model);
+}
+
+std::optional<RunDir::Carried> RunDir::carried_over(const std::string& flag, const std::string& task,
+                                                    const std::string& model) const {
+  const nlohmann::json& config = checkpoint_config_;
+  if (!flag.starts_with("--") || !continues(task, model)) return std::nullopt;
+  std::string key = flag.substr(2);
+  std::replace(key.begin(), key.end(), '-', '_');
+  for (const auto& [setting, its_flag] : settings_named_otherwise())
+    if (!config.contains(key) && its_flag == flag) key = setting;
+  if (!config.contains(key) || config[key] == "") return std::nullopt;  // "": the default (seed 002's data)
+  return Carried{key, config[key].is_string() ? config[key].get<std::string>() : config[key].dump()};
+}
+
+std::string RunDir::resumed_config(const std::string& config, const nn::TrainerOptions& trainer) const {
+  const std::string& folder = resumed_folder_;
+  const nlohmann::json& saved = checkpoint_config_;
+  nlohmann::json current = nlohmann::json::parse(config);
+  nlohmann::json changed = nlohmann::json::object();
+  std::vector<std::string> keys = {"task", "model"};  // first: other keys differ when these do
+  for (const auto& [key, _] : saved.items())
+    if (key != "task" && key != "model" && key != "resumed") keys.push_back(key);
+  for (const std::string& key : keys) {
+    const nlohmann::json value = saved.value(key, nlohmann::json("(none)"));
+    const std::string now = current.contains(key) ? current[key].dump() : "(none)";
+    if (now == value.dump()) continue;
+    AG_CHECK(may_change_on_resume(key),
+             "--resume {}: cannot resume: the checkpoint's {} is {}, this run's is {} (set by {}); a resumed run "
+             "keeps the checkpoint's settings: leave the flag out, or start a new run in another --out",
+             folder, key, printable(value.dump()), printable(now), flag_of_setting(key));
+    changed[key] = {{"from", value}, {"to", current[key]}};
+  }
+  int64_t done = 0;
+  try {
+    done = std::stoll(checkpoint().metadata.at("epoch"));
+  } catch (const std::exception&) {
+    fail("{}/last.safetensors: not a training checkpoint (no epoch count in its metadata)", folder);
+  }
+  if (trainer.steps_per_epoch > 0)
+    AG_CHECK(trainer.epochs > done,
+             "--resume {}: --iters {} trains nothing: the run has done {} evaluation intervals of {} iterations; give "
+             "--iters > {} to train it further",
+             folder, current.value("iters", int64_t{0}), done, trainer.steps_per_epoch, done * trainer.steps_per_epoch);
+  else
+    AG_CHECK(trainer.epochs > done,
+             "--resume {}: --epochs {} trains nothing: the run has done {} epochs; give --epochs > {} to train it "
+             "further",
+             folder, trainer.epochs, done, done);
+  current["resumed"] =
+      saved.contains("resumed") && saved["resumed"].is_array() ? saved["resumed"] : nlohmann::json::array();
+  if (!changed.empty()) current["resumed"].push_back({{"after_epoch", done}, {"changed", changed}});
+  if (current["resumed"].empty()) current.erase("resumed");
+  return current.dump();
+}
+
+void RunDir::claim(const std::string& out, const std::string& config) {
+  create_output_folder(out);
+  check_empty_or_a_run(out);
+  check_not_another_run(out, config);
+  lock_output_folder(out);
+}
+
+}  // namespace ag::tasks

@@ -1,0 +1,71 @@
+// A resume reads the run's last.safetensors once, through the whole program: the CLI carries the
+// flags over from the run folder's checkpoint, the run folder checks the config against the resume
+// table and the Trainer continues from that same checkpoint (nn::checkpoints_read counts the reads).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nn/checkpoint.h"
+#include "tests/reversal_pairs.h"
+#include "tests/test_util.h"
+#include "tools/commands.h"
+
+namespace {
+
+using ag::TempDir;
+using ag::write_reversal_pairs;
+
+int run_program(std::vector<std::string> args) {
+  args.insert(args.begin(), "attograd");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  return ag::cli::run(static_cast<int>(argv.size()), argv.data());
+}
+
+struct TaskRun {
+  std::string task;
+  std::vector<std::string> first, resume;  // flags of the first run and of the resume
+};
+
+void PrintTo(const TaskRun& run, std::ostream* out) { *out << run.task; }
+
+class ResumeReads : public ::testing::TestWithParam<TaskRun> {};
+
+TEST_P(ResumeReads, LastCheckpointOnce) {
+  const TaskRun& run = GetParam();
+  const TempDir dir;
+  const std::string out = (dir / "run").string();
+  std::ofstream text(dir / "text.txt");
+  for (int line = 0; line < 10; ++line) text << "the whale and the sea, the ship and the sea; call me ishmael.\n";
+  text.close();
+  write_reversal_pairs((dir / "pairs.tsv").string(),
+                       {"cat", "dog", "bird", "fish", "horse", "mouse", "tiger", "zebra", "camel", "eagle"});
+  std::vector<std::string> first = {"train", run.task, "--quiet", "--out", out};
+  for (const std::string& flag : run.first)
+    first.push_back(flag.starts_with("DIR/") ? (dir / flag.substr(4)).string() : flag);
+  ASSERT_EQ(run_program(first), 0);
+  const int64_t before = ag::nn::checkpoints_read();
+  std::vector<std::string> resume = {"train", run.task, "--quiet", "--resume", out};
+  resume.insert(resume.end(), run.resume.begin(), run.resume.end());
+  ASSERT_EQ(run_program(resume), 0);
+  // g2p reads best.safetensors after training, for its test report: one more file, not last's.
+  EXPECT_EQ(ag::nn::checkpoints_read() - before, run.task == "g2p" ? 2 : 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tasks, ResumeReads,
+    ::testing::Values(TaskRun{"sentiment", {"--epochs", "1"}, {"--epochs", "2"}},
+                      TaskRun{"squares", {"--epochs", "1"}, {"--epochs", "2"}},
+                      TaskRun{"charlm",
+                              {"--data", "DIR/text.txt", "--iters", "2", "--eval-interval", "1", "--block-size", "8",
+                               "--layers", "1", "--width", "8", "--heads", "2", "--batch-size", "2"},
+                              {"--iters", "3"}},
+                      TaskRun{"g2p",
+                              {"--data", "DIR/pairs.tsv", "--epochs", "1", "--d-model", "16", "--heads", "2",
+                               "--enc-layers", "1", "--dec-layers", "1", "--ff", "32", "--batch-size", "4"},
+                              {"--epochs", "2"}}),
+    [](const ::testing::TestParamInfo<TaskRun>& info) { return info.param.task; });
+
+}  // namespace
