@@ -13,7 +13,8 @@ void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n);
 void convert_bf16_to_f32(const BFloat16* in, float* out, int64_t n);
 
 // x's values in another dtype (a new tensor, or x when it has that dtype already), recording
-// nothing: the kernels' conversion of a product's operands (the differentiable one is ops' `to`).
+// nothing: the one conversion, used by the kernels for a product's operands and by ops' `to`,
+// which records it.
 Tensor converted(const Tensor& x, DType dtype);
 
 // True when the CPU has AVX512_BF16 (lscpu flag avx512_bf16): oneDNN then runs bf16 matmul at

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/registry.h"
@@ -125,8 +126,7 @@ Tensor clone(const Tensor& x) {
 Tensor to(const Tensor& x, DType dtype) {
   AG_CHECK(x.defined(), "to: the input is undefined");
   if (x.dtype() == dtype) return x;
-  Tensor out = empty(x.shape(), dtype);
-  out.copy_(x.detach());
+  Tensor out = converted(x, dtype);
   if (!is_floating(dtype)) return out;  // integers and masks carry no gradient
   record(out, {"ToBackward", {.formula = "out = x in another dtype  →  dx = g in x's dtype"}}, {x}, {},
          [from = x.dtype()](const BackwardContext& c) {
