@@ -13,15 +13,16 @@
 #include <optional>
 
 #include "engine/autograd.h"
+#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/shape.h"
-#include "engine/io.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
 #include "tasks/common/memory.h"
+#include "tasks/common/run_dir.h"
 #include "tasks/common/text.h"
 #include "tasks/g2p/data.h"
 #include "tasks/g2p/decode.h"
@@ -276,9 +277,9 @@ void print_confusions(const std::vector<Ids>& predictions, const std::vector<std
   for (const Confusion& c : confusions) fmt::print("  {:>4} → {:<4} {:6}\n", c.reference, c.predicted, c.count);
 }
 
-// The report's pictures: error rates by word length, the confusions, a few test words' alignments.
-void write_report(const std::string& path, const std::string& title, G2PTransformer& model, const EvalSet& test,
-                  const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target) {
+// The report (SVG): error rates by word length, the confusions, a few test words' alignments.
+std::string report_of(const std::string& title, G2PTransformer& model, const EvalSet& test,
+                      const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target) {
   ReportData data;
   data.title = title;
   std::vector<int64_t> lengths;
@@ -294,7 +295,7 @@ void write_report(const std::string& path, const std::string& title, G2PTransfor
       a.weights.insert(a.weights.end(), row.begin(), row.end());
     data.alignments.push_back(std::move(a));
   }
-  write_file_atomically(path, report_svg(data));
+  return report_svg(data);
 }
 
 void print_table(const std::vector<nn::EpochRecord>& history) {
@@ -427,22 +428,20 @@ int train(const G2POptions& options) {
   tasks::check_memory(memory_estimate(options, config, model.num_parameters(), pairs, validation, test),
                       options.training.max_memory_mb);
   G2PTask task(model, std::move(pairs), std::move(validation), options);
-  std::vector<double> step_seconds;
-  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
+  const std::optional<tasks::TrainedRun> trained = tasks::run_training(
       model, optimizer, task, options.training,
       tasks::config_json(options.training, task_settings(options, config, lexicon)),
-      {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}},
-      [&](nn::TrainerOptions& t) {
+      {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}}, [&](nn::TrainerOptions& t) {
         t.lr_schedule = [&options, total_steps](int64_t step) {
           return learning_rate(step, total_steps, options.training.lr, options.min_lr, options.warmup_frac);
         };
         t.clip_grad_norm = options.clip;
         t.tokens_per_step = options.training.batch_size;
         t.rate_unit = "words";
-      },
-      &step_seconds);
+      });
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
-  const std::vector<nn::EpochRecord>& history = *trained;
+  const std::vector<nn::EpochRecord>& history = trained->history;
+  const std::vector<double>& step_seconds = trained->step_seconds;
   print_table(history);
   const double train_seconds = std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0);
   if (train_seconds > 0)
@@ -450,7 +449,7 @@ int train(const G2POptions& options) {
                task.tokens(), train_seconds, static_cast<double>(task.tokens()) / train_seconds);
 
   // The test set, with the epoch of the best validation WER.
-  const std::string best = options.training.out + "/best.safetensors";
+  const std::string best = trained->folder->where(nn::RunFile::best_checkpoint);
   const nn::Checkpoint loaded = nn::load(best, model);
   model.eval();
   fmt::print("best epoch {} (lowest validation WER) -> {}\n",
@@ -473,10 +472,10 @@ int train(const G2POptions& options) {
                s.edits == 0 ? "right" : "reference " + target.decode(test.references[i][s.ref_index], " "));
   }
   if (options.report) {
-    write_report(options.training.out + "/report.svg",
-                 fmt::format("g2p {}, best epoch, test ({})", options.preset,
-                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
-                 model, test, reported->predictions, source, target);
+    trained->folder->write("report.svg",
+                           report_of(fmt::format("g2p {}, best epoch, test ({})", options.preset,
+                                                 options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                                     model, test, reported->predictions, source, target));
     fmt::print("wrote {}/report.svg\n", options.training.out);
   }
   return 0;
@@ -501,10 +500,10 @@ int eval(const EvalOptions& options) {
               score(decoded.predictions, set.references), decoded);
   print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
   if (!options.report.empty()) {
-    write_report(options.report,
-                 fmt::format("{}, {} ({})", options.checkpoint, options.split,
-                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
-                 *trained.model, set, decoded.predictions, trained.source, trained.target);
+    write_file_atomically(options.report,
+                          report_of(fmt::format("{}, {} ({})", options.checkpoint, options.split,
+                                                options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                                    *trained.model, set, decoded.predictions, trained.source, trained.target));
     fmt::print("wrote {}\n", options.report);
   }
   return 0;
