@@ -46,7 +46,7 @@ void save(const std::string& path, const Module& module, const std::string& conf
 // checksum is missing or does not match its content (a damaged file).
 Checkpoint read_checkpoint(const std::string& path);
 // How many checkpoint files this process has read (read_checkpoint, load): a resume reads its
-// last.safetensors once (tests/tasks/run_dir_test.cpp counts).
+// last.safetensors once (tests/tools/resume_reads_test.cpp counts).
 int64_t checkpoints_read();
 
 // Builds the model a checkpoint's config describes with `build()`, allowed no more tensor memory

@@ -13,7 +13,6 @@
 
 #include "engine/autograd.h"
 #include "engine/hash.h"
-#include "engine/io.h"
 #include "engine/json.h"
 #include "nn/checkpoint.h"
 
@@ -126,7 +125,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOp
            options_.epochs, options_.steps_per_epoch);
   epoch_start_shuffle_ = shuffle_.state();
   if (shard_.ranks > 1) reducer_ = std::make_unique<dist::GradientReducer>(optimizer_.params());
-  if (!dist::is_root()) options_.out_dir.clear();  // rank 0 alone writes the files
+  if (!dist::is_root()) options_.files = nullptr;  // rank 0 alone writes the files
 }
 
 void Trainer::resume(const Checkpoint& checkpoint) {
@@ -227,10 +226,10 @@ std::string Trainer::position(int64_t epoch, int64_t step) const {
 // "training diverged: WHAT; " and what the folder keeps: the last finite checkpoint, or nothing.
 TrainingDiverged Trainer::diverged(const std::string& what) const {
   std::string kept = "nothing was saved (no --out)";
-  if (!options_.out_dir.empty())
-    kept = saved_.empty()
-               ? fmt::format("this run wrote no checkpoint: {} is as it was", options_.out_dir)
-               : fmt::format("{}/last.safetensors keeps the last finite state, after {}", options_.out_dir, saved_);
+  if (options_.files)
+    kept = saved_.empty() ? fmt::format("this run wrote no checkpoint: {} is as it was", options_.files->where())
+                          : fmt::format("{} keeps the last finite state, after {}",
+                                        options_.files->where(RunFile::last_checkpoint), saved_);
   return TrainingDiverged(fmt::format("training diverged: {}; {}", what, kept));
 }
 
@@ -248,14 +247,13 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
   if (signal == 0) signal = SIGTERM;  // another rank got it
   check_state_finite(epoch, step);
   std::string kept = "no checkpoint was written";
-  if (!options_.out_dir.empty()) {
+  if (options_.files) {
     std::map<std::string, std::string> meta = checkpoint_metadata();
     meta["epoch_step"] = std::to_string(step);
     meta["epoch_loss_sum"] = fmt::format("{:.17g}", loss_sum_);
-    write_file_atomically(options_.out_dir + "/last.safetensors",
-                          checkpoint_bytes(model_, options_.config, &optimizer_, meta), Durability::deferred);
+    options_.files->write(RunFile::last_checkpoint, checkpoint_bytes(model_, options_.config, &optimizer_, meta));
     write_config();
-    kept = fmt::format("{}/last.safetensors holds it (continue with --resume)", options_.out_dir);
+    kept = fmt::format("{} holds it (continue with --resume)", options_.files->where(RunFile::last_checkpoint));
   }
   return TrainingInterrupted(fmt::format("stopped by {} after {}; {}", strsignal(signal), position(epoch, step), kept),
                              signal);
@@ -333,7 +331,7 @@ void Trainer::write_metrics() const {
     for (const auto& [name, _] : first) csv += fmt::format(",{:.9g}", r.metrics.count(name) ? r.metrics.at(name) : NAN);
     csv += "\n";
   }
-  write_file_atomically(options_.out_dir + "/metrics.csv", csv, Durability::deferred);
+  options_.files->write(RunFile::metrics, csv);
 }
 
 double Trainer::score(const EpochRecord& record) const {
@@ -354,12 +352,11 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata() const {
   return meta;
 }
 
-// OUT/config.json, written after the checkpoint it describes: a run that fails before its first
-// checkpoint leaves the folder's config.json and checkpoints as they were.
+// The config, written after the checkpoint it describes: a run that fails before its first
+// checkpoint leaves the run's config and checkpoints as they were.
 void Trainer::write_config() const {
   if (!options_.config.empty())
-    write_file_atomically(options_.out_dir + "/config.json", nlohmann::json::parse(options_.config).dump(2) + "\n",
-                          Durability::deferred);
+    options_.files->write(RunFile::config, nlohmann::json::parse(options_.config).dump(2) + "\n");
 }
 
 void Trainer::save_epoch(const EpochRecord& record, bool best) {
@@ -367,9 +364,9 @@ void Trainer::save_epoch(const EpochRecord& record, bool best) {
   std::map<std::string, std::string> meta = checkpoint_metadata();
   meta["epoch"] = std::to_string(record.epoch);
   const std::string checkpoint = checkpoint_bytes(model_, options_.config, &optimizer_, meta);
-  write_file_atomically(options_.out_dir + "/last.safetensors", checkpoint, Durability::deferred);
+  options_.files->write(RunFile::last_checkpoint, checkpoint);
   write_config();
-  if (best) write_file_atomically(options_.out_dir + "/best.safetensors", checkpoint, Durability::deferred);
+  if (best) options_.files->write(RunFile::best_checkpoint, checkpoint);
   write_metrics();
   saved_ = position(record.epoch, steps_in_epoch(record.epoch));
 }
@@ -412,21 +409,17 @@ void Trainer::check_ranks_agree(const std::string& when) const {
 
 std::vector<EpochRecord> Trainer::fit() {
   check_ranks_agree("at the start");
-  if (options_.out_dir.empty()) return run_epochs();
-  create_output_folder(options_.out_dir);
-  // Each epoch's files are replaced atomically but not synced (that would cost more than the
-  // epoch); the run's last ones are synced once, when it ends or stops (Ctrl-C, a NaN loss).
-  const std::vector<std::string> files = {options_.out_dir + "/last.safetensors",
-                                          options_.out_dir + "/best.safetensors", options_.out_dir + "/metrics.csv",
-                                          options_.out_dir + "/config.json"};
+  if (!options_.files) return run_epochs();
+  // Each epoch's files are replaced but not synced (that would cost more than the epoch); the
+  // run's last ones are synced once, when it ends or stops (Ctrl-C, a NaN loss).
   std::vector<EpochRecord> history;
   try {
     history = run_epochs();
   } catch (...) {
-    sync_to_disk(files);  // best effort: the error that stopped the run is the one to report
+    options_.files->sync();  // best effort: the error that stopped the run is the one to report
     throw;
   }
-  AG_CHECK(sync_to_disk(files), "{}: the checkpoints could not be flushed to the disk: {}", options_.out_dir,
+  AG_CHECK(options_.files->sync(), "{}: the checkpoints could not be flushed to the disk: {}", options_.files->where(),
            std::strerror(errno));
   return history;
 }
@@ -443,7 +436,7 @@ std::vector<EpochRecord> Trainer::run_epochs() {
     history_.push_back(record);
     check_ranks_agree(fmt::format("after epoch {}", epoch));
     check_state_finite(epoch, steps_in_epoch(epoch));
-    if (!options_.out_dir.empty()) save_epoch(record, best);
+    if (options_.files) save_epoch(record, best);
   }
   return history_;
 }

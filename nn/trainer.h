@@ -1,5 +1,6 @@
-// Trainer: epochs over seeded-shuffled batches, evaluation after each epoch, metrics.csv, a
-// progress bar, checkpoints (last, and best by a metric the task chooses) and resume. Under
+// Trainer: epochs over seeded-shuffled batches, evaluation after each epoch, the metrics table, a
+// progress bar, checkpoints (last, and best by a metric the task chooses), handed to the run's
+// files (RunFiles), and resume. Under
 // mpirun, data-parallel (nn/distributed.h): each rank takes its shard of every global batch and
 // of the evaluation; the gradients and metrics are summed over the ranks.
 #pragma once
@@ -54,6 +55,32 @@ class TrainTask {
                                                     Generator& shuffle);
 };
 
+// The files of a training run the Trainer makes.
+enum class RunFile {
+  config,           // the run's config (JSON), beside each checkpoint it describes
+  metrics,          // one CSV row per epoch
+  last_checkpoint,  // the state after the latest epoch (or the step a signal stopped)
+  best_checkpoint,  // the epoch best by the task's BestEpochRule
+};
+
+// Where a training run's files go. The Trainer makes each file's bytes and hands them over; where
+// and how they are kept is the implementation's (tasks::RunDir: a folder, each file replaced
+// atomically). The Trainer checks what it hands over first: never a checkpoint with a non-finite
+// tensor.
+class RunFiles {
+ public:
+  virtual ~RunFiles() = default;
+  // Replaces `file` with `bytes`, so that a reader sees the old file or the new one, never a part;
+  // not necessarily on the disk yet (sync).
+  virtual void write(RunFile file, const std::string& bytes) = 0;
+  // Puts the files written so far on the disk. False if that failed, errno telling why (it does not
+  // throw: it also runs while an error unwinds).
+  virtual bool sync() = 0;
+  // Where the files are, and one of them, for messages ("runs/squares/last.safetensors").
+  virtual std::string where() const = 0;
+  virtual std::string where(RunFile file) const = 0;
+};
+
 struct TrainerOptions {
   int64_t epochs = 100;
   int64_t batch_size = 16;    // the global batch (all ranks')
@@ -71,9 +98,9 @@ struct TrainerOptions {
   // The shuffle's generator: attograd's, or PyTorch's, drawing each epoch's order as
   // DataLoader(shuffle=True, generator=g) does with g seeded by `seed`.
   RngStyle shuffle_rng = RngStyle::attograd;
-  std::string out_dir;   // config.json, metrics.csv, last.safetensors, best.safetensors; nothing written if empty
-  bool progress = true;  // the bar on stderr, only when stderr is a terminal
-  std::string config;    // JSON text stored in checkpoints
+  RunFiles* files = nullptr;  // the run's config, metrics and checkpoints; nothing written if null
+  bool progress = true;       // the bar on stderr, only when stderr is a terminal
+  std::string config;         // JSON text stored in checkpoints
   std::map<std::string, std::string> checkpoint_metadata;  // e.g. the vocabulary
 };
 
@@ -105,8 +132,8 @@ class Trainer {
   // history). Refuses a checkpoint of another task or model, or whose options.checkpoint_metadata
   // (the vocabulary) differs from this run's.
   void resume(const Checkpoint& checkpoint);
-  // Trains up to options.epochs; with an out_dir, checkpoints every epoch and syncs them to the
-  // disk when it returns or throws.
+  // Trains up to options.epochs; with options.files, checkpoints every epoch and syncs them to the
+  // disk when it returns or throws. Under mpirun, rank 0 alone writes.
   std::vector<EpochRecord> fit();
   // The wall time of each training step of this process (batch, forward, backward, step): not
   // written to any file, so that files stay the same bytes from run to run.

@@ -1,16 +1,16 @@
-// layer_norm without recording: the forward over (rows, cols) and the fast first-order backward.
-// f32 rows up to a measured length run on oneDNN; the rest on reference loops.
+// layer_norm without recording: the forward over (rows, cols) and its backward, dx, dw and db in one
+// call. f32 rows up to a measured length run on oneDNN; the rest on reference loops.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <optional>
-#include <vector>
 
 #include "engine/tensor.h"
 
 namespace ag {
 
 // The (rows, cols) problem, its affine parts and eps: everything a layer_norm primitive depends on.
+// For the backward, `shift` says whether db is wanted.
 struct NormProblem {
   int64_t rows, cols;
   bool scale, shift;
@@ -18,18 +18,16 @@ struct NormProblem {
 };
 
 struct LayerNormForward {
-  Tensor out;              // x's shape
-  Tensor mean, rstd;       // stat_shape (x's with the normalised dims 1)
-  Tensor onednn_variance;  // stat_shape when oneDNN ran (its backward needs it); undefined otherwise
+  Tensor out;             // x's shape
+  Tensor mean, variance;  // stat_shape (x's with the normalised dims 1); the variance is biased, without eps
 };
 LayerNormForward layer_norm_forward(const NormProblem& p, const Tensor& x, const Tensor& weight, const Tensor& bias,
                                     const Shape& stat_shape);
 
-// {dx (when needs_dx; undefined otherwise), dw (cols), db (cols)} when the forward ran on oneDNN;
-// nullopt otherwise (the caller then writes the backward in engine ops).
-std::optional<std::vector<Tensor>> layer_norm_backward_fast(const NormProblem& p, const Tensor& x, const Tensor& w,
-                                                            const Tensor& mean, const Tensor& rstd,
-                                                            const Tensor& onednn_variance, const Tensor& g,
-                                                            bool needs_dx);
+// {dx (x's shape), dw (cols), db (cols)} of out = x̂ w + b for the gradient g at out, each where `wanted`
+// (undefined elsewhere), from x's mean and variance as layer_norm_forward gave them.
+std::array<Tensor, 3> layer_norm_backward_data(const NormProblem& p, const Tensor& g, const Tensor& x,
+                                               const Tensor& weight, const Tensor& mean, const Tensor& variance,
+                                               std::array<bool, 3> wanted);
 
 }  // namespace ag

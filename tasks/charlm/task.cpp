@@ -9,7 +9,6 @@
 #include <numbers>
 
 #include "engine/autograd.h"
-#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/loss.h"
@@ -19,6 +18,7 @@
 #include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
 #include "tasks/common/memory.h"
+#include "tasks/common/run_dir.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 
@@ -255,17 +255,16 @@ Tensor row_of(const std::vector<int64_t>& ids) {
   return out;
 }
 
-void write_plot(const std::string& out, const std::vector<nn::EpochRecord>& history, int64_t interval) {
+void write_plot(const tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, int64_t interval) {
   std::vector<double> train_losses, val_losses;
   for (const nn::EpochRecord& r : history) {
     train_losses.push_back(r.train_loss);
     val_losses.push_back(r.metrics.at("val_loss"));
   }
-  write_file_atomically(out + "/losses.svg",
-                        plot::line_chart("charlm: cross-entropy (nats per character)", "iteration", "loss",
-                                         {{"train (mean of the interval's batches)", train_losses},
-                                          {"validation (every window)", val_losses}},
-                                         static_cast<double>(interval)));
+  folder.write("losses.svg", plot::line_chart("charlm: cross-entropy (nats per character)", "iteration", "loss",
+                                              {{"train (mean of the interval's batches)", train_losses},
+                                               {"validation (every window)", val_losses}},
+                                              static_cast<double>(interval)));
 }
 
 double median_tokens_per_second(std::vector<double> seconds, int64_t tokens_per_step) {
@@ -396,22 +395,20 @@ int train(const CharLMOptions& options) {
   tasks::TrainingOptions training = options.training;
   training.epochs = (options.iters + options.eval_interval - 1) / options.eval_interval;  // evaluations
   const int64_t tokens_per_step = training.batch_size * T;
-  std::vector<double> step_seconds;
-  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
+  const std::optional<tasks::TrainedRun> trained = tasks::run_training(
       model, optimizer, task, training, tasks::config_json(training, task_settings(options, config, text)),
-      {{"vocabulary", vocabulary.to_utf8()}},
-      [&](nn::TrainerOptions& t) {
+      {{"vocabulary", vocabulary.to_utf8()}}, [&](nn::TrainerOptions& t) {
         t.steps_per_epoch = options.eval_interval;
         t.max_steps = options.iters;
         t.lr_schedule = [options](int64_t iter) { return learning_rate(iter, options); };
         t.clip_grad_norm = options.grad_clip;
         t.tokens_per_step = tokens_per_step;
-      },
-      &step_seconds);
+      });
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
-  const std::vector<nn::EpochRecord>& history = *trained;
+  const std::vector<nn::EpochRecord>& history = trained->history;
+  const std::vector<double>& step_seconds = trained->step_seconds;
 
-  write_plot(training.out, history, options.eval_interval);
+  write_plot(*trained->folder, history, options.eval_interval);
   double best = INFINITY;
   for (const nn::EpochRecord& r : history) {
     fmt::print("iter {:>6.0f}: train loss {:.4f}, val loss {:.4f} ({:.4f} bits/char), lr {:.2e}\n",

@@ -73,6 +73,21 @@ std::string resume_table() {
 
 namespace {
 
+// The names of the Trainer's files in a run folder.
+const char* file_name(nn::RunFile file) {
+  switch (file) {
+    case nn::RunFile::config:
+      return "config.json";
+    case nn::RunFile::metrics:
+      return "metrics.csv";
+    case nn::RunFile::last_checkpoint:
+      return "last.safetensors";
+    case nn::RunFile::best_checkpoint:
+      return "best.safetensors";
+  }
+  fail("run folder: unknown file {}", static_cast<int>(file));
+}
+
 bool may_change_on_resume(const std::string& setting) {
   const std::vector<ResumeRule>& rules = resume_rules();
   return std::any_of(rules.begin(), rules.end(), [&](const ResumeRule& rule) { return setting == rule.setting; });
@@ -82,7 +97,7 @@ bool may_change_on_resume(const std::string& setting) {
 // files, which a run would overwrite; lists what is there. The lock file alone is a run's.
 void check_empty_or_a_run(const std::string& out) {
   std::error_code error;
-  if (std::filesystem::is_regular_file(out + "/config.json", error)) return;
+  if (std::filesystem::is_regular_file(out + "/" + file_name(nn::RunFile::config), error)) return;
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(out, error))
     if (entry.path().filename() != ".attograd.lock") names.push_back(printable(entry.path().filename().string()));
@@ -100,7 +115,7 @@ void check_empty_or_a_run(const std::string& out) {
 
 // Refuses an --out folder that holds another task's run (by its config.json).
 void check_not_another_run(const std::string& out, const std::string& config) {
-  const std::string path = out + "/config.json";
+  const std::string path = out + "/" + file_name(nn::RunFile::config);
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return;
   const std::string task = nlohmann::json::parse(config).value("task", "");
@@ -142,7 +157,7 @@ void lock_output_folder(const std::string& out) {
 
 RunDir::RunDir(const std::string& resume) : resumed_folder_(resume) {
   if (resume.empty()) return;
-  const std::string path = resume + "/last.safetensors";
+  const std::string path = resume + "/" + file_name(nn::RunFile::last_checkpoint);
   checkpoint_ = nn::read_checkpoint(path);
   checkpoint_config_ = parse_json(checkpoint_->config(), path);  // an object: read_checkpoint checked
 }
@@ -216,6 +231,34 @@ void RunDir::claim(const std::string& out, const std::string& config) {
   check_empty_or_a_run(out);
   check_not_another_run(out, config);
   lock_output_folder(out);
+  out_ = out;
+}
+
+std::string RunDir::path(const std::string& name) const {
+  AG_CHECK(!out_.empty(), "run folder: no --out was claimed, so it has no {}", name);
+  AG_CHECK(!name.empty() && name.find('/') == std::string::npos, "run folder: '{}' is not a file name",
+           printable(name));
+  return out_ + "/" + name;
+}
+
+std::string RunDir::where(nn::RunFile file) const { return path(file_name(file)); }
+
+// Each epoch's files are replaced without waiting for the disk (an fsync would cost more than the
+// epoch): sync() puts them there once.
+void RunDir::write(nn::RunFile file, const std::string& bytes) {
+  write_file_atomically(where(file), bytes, Durability::deferred);
+}
+
+bool RunDir::sync() {
+  std::vector<std::string> paths;
+  for (const nn::RunFile file :
+       {nn::RunFile::last_checkpoint, nn::RunFile::best_checkpoint, nn::RunFile::metrics, nn::RunFile::config})
+    paths.push_back(where(file));
+  return sync_to_disk(paths);
+}
+
+void RunDir::write(const std::string& name, const std::string& bytes) const {
+  write_file_atomically(path(name), bytes);
 }
 
 }  // namespace ag::tasks

@@ -1,8 +1,9 @@
 // The run folder, owned end to end by one object: the checkpoint a --resume continues (read once),
-// the table of settings a resume may change, and the output folder (created, checked, locked).
-// The CLI asks it for the settings to carry over; run_training asks it for the resumed config and
-// hands the Trainer the checkpoint it read; the Trainer writes config.json, metrics.csv and the
-// checkpoints into the folder it claimed.
+// the table of settings a resume may change, the output folder (created, checked, locked) and
+// every file written into it. The CLI asks it for the settings to carry over; run_training asks it
+// for the resumed config and hands the Trainer the checkpoint it read and the folder as the run's
+// files (nn::RunFiles: config.json, metrics.csv, last.safetensors, best.safetensors); the task
+// writes its plots through it.
 #pragma once
 
 #include <map>
@@ -33,7 +34,7 @@ const std::vector<ResumeRule>& resume_rules();
 // The table as text, for `train --help`: the rows above, then the rule for every other setting.
 std::string resume_table();
 
-class RunDir {
+class RunDir : public nn::RunFiles {
  public:
   // A new run (resume empty), or one continuing RESUME/last.safetensors, which is read here, once.
   explicit RunDir(const std::string& resume = {});
@@ -59,7 +60,20 @@ class RunDir {
   // task's run, and locks it (OUT/.attograd.lock) for the rest of the process.
   void claim(const std::string& out, const std::string& config);
 
+  // The Trainer's files in the claimed folder: config.json, metrics.csv, last.safetensors and
+  // best.safetensors, each replaced atomically and synced by sync(), once, when the run ends.
+  void write(nn::RunFile file, const std::string& bytes) override;
+  bool sync() override;
+  std::string where() const override { return out_; }  // the claimed folder
+  std::string where(nn::RunFile file) const override;  // its path (a task reads best.safetensors there)
+  // A file of the task's own (a plot, a report) by name ("losses.svg"), replaced atomically and
+  // synced at once.
+  void write(const std::string& name, const std::string& bytes) const;
+
  private:
+  std::string path(const std::string& name) const;
+
+  std::string out_;  // the claimed folder ("": none, nothing may be written)
   std::string resumed_folder_;
   std::optional<nn::Checkpoint> checkpoint_;
   nlohmann::json checkpoint_config_;

@@ -38,18 +38,15 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
   return config.dump();
 }
 
-std::optional<std::vector<nn::EpochRecord>> run_training(nn::Module& model, nn::Optimizer& optimizer,
-                                                         nn::TrainTask& task, const TrainingOptions& options,
-                                                         const std::string& config,
-                                                         const std::map<std::string, std::string>& checkpoint_metadata,
-                                                         const TrainerSettings& settings,
-                                                         std::vector<double>* step_seconds) {
+std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
+                                       const TrainingOptions& options, const std::string& config,
+                                       const std::map<std::string, std::string>& checkpoint_metadata,
+                                       const TrainerSettings& settings) {
   const AutocastGuard autocast(precision_is_bf16(options.precision));  // refused here, before anything is written
   nn::TrainerOptions trainer_options{.epochs = options.epochs,
                                      .batch_size = options.batch_size,
                                      .micro_batches = options.micro_batches,
                                      .seed = options.seed,
-                                     .out_dir = options.out,
                                      .progress = !options.quiet,
                                      .config = config,
                                      .checkpoint_metadata = checkpoint_metadata};
@@ -59,6 +56,7 @@ std::optional<std::vector<nn::EpochRecord>> run_training(nn::Module& model, nn::
                options.batch_size, task.train_size(), task.train_size());
   const std::shared_ptr<RunDir> run = options.run_dir ? options.run_dir : std::make_shared<RunDir>(options.resume);
   if (run->resuming()) trainer_options.config = run->resumed_config(config, trainer_options);
+  if (!options.out.empty()) trainer_options.files = run.get();  // claimed below, before the first write
   nn::Trainer trainer(model, optimizer, task, trainer_options);
   if (run->resuming()) trainer.resume(run->checkpoint());
   // Nothing is written before here; the Trainer writes config.json beside the first checkpoint.
@@ -77,8 +75,7 @@ std::optional<std::vector<nn::EpochRecord>> run_training(nn::Module& model, nn::
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   if (!nn::dist::is_root()) return std::nullopt;  // data parallelism: the other ranks are done; rank 0 reports
   fmt::print("trained in {:.3f} s (wall, the epochs' checkpoints included)\n", took.count());
-  if (step_seconds) *step_seconds = trainer.step_seconds();
-  return history;
+  return TrainedRun{std::move(history), trainer.step_seconds(), run};
 }
 
 }  // namespace ag::tasks

@@ -48,16 +48,22 @@ std::string config_json(const TrainingOptions& options, const std::string& task_
 // schedule, clipping: nn::TrainerOptions).
 using TrainerSettings = std::function<void(nn::TrainerOptions&)>;
 
-// Runs the Trainer and returns the whole history; with `step_seconds`, also the wall time of each
-// step it ran. With options.resume it continues that folder's last.safetensors, the config checked
-// by the resume table (run_dir.h). Before writing, the run folder claims --out (checked, locked for
-// the rest of the process); the Trainer writes OUT/config.json with the first checkpoint, so a run
-// that fails before one leaves the folder's config.json describing the checkpoint there.
-// Under mpirun, every rank trains its shard, and rank 0 alone writes; the other ranks get nothing
-// back (nullopt: rank 0 reports) and their command returns.
-std::optional<std::vector<nn::EpochRecord>> run_training(
-    nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task, const TrainingOptions& options,
-    const std::string& config, const std::map<std::string, std::string>& checkpoint_metadata = {},
-    const TrainerSettings& settings = {}, std::vector<double>* step_seconds = nullptr);
+// What a training run gives back to its task.
+struct TrainedRun {
+  std::vector<nn::EpochRecord> history;  // the whole run's, a resumed run's earlier epochs included
+  std::vector<double> step_seconds;      // the wall time of each step this process ran
+  std::shared_ptr<RunDir> folder;        // the run folder: the task writes its plots through it
+};
+
+// Runs the Trainer. With options.resume it continues that folder's last.safetensors, the config
+// checked by the resume table (run_dir.h). Before writing, the run folder claims --out (checked,
+// locked for the rest of the process) and receives the Trainer's files; it writes OUT/config.json
+// with the first checkpoint, so a run that fails before one leaves the folder's config.json
+// describing the checkpoint there. Under mpirun, every rank trains its shard, and rank 0 alone
+// writes; the other ranks get nothing back (nullopt: rank 0 reports) and their command returns.
+std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
+                                       const TrainingOptions& options, const std::string& config,
+                                       const std::map<std::string, std::string>& checkpoint_metadata = {},
+                                       const TrainerSettings& settings = {});
 
 }  // namespace ag::tasks

@@ -13,15 +13,16 @@
 #include <optional>
 
 #include "engine/autograd.h"
+#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/shape.h"
-#include "engine/io.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
 #include "tasks/common/memory.h"
+#include "tasks/common/run_dir.h"
 #include "tasks/common/text.h"
 #include "tasks/g2p/data.h"
 #include "tasks/g2p/decode.h"
@@ -88,7 +89,8 @@ struct Pair {
   Ids source, target;
 };
 
-// The training pairs of the train split (a share of them for smoke runs, drawn from the seed).
+// The training pairs of the train split (a share of them for smoke runs, drawn from the seed); none
+// is an error.
 std::vector<Pair> training_pairs(const Lexicon& lexicon, const Symbols& source, const Symbols& target, double fraction,
                                  uint64_t seed) {
   std::vector<Pair> pairs;
@@ -96,16 +98,20 @@ std::vector<Pair> training_pairs(const Lexicon& lexicon, const Symbols& source, 
     for (const Pronunciation& p : lexicon.prons[static_cast<size_t>(i)])
       pairs.push_back({source.encode_word(lexicon.words[static_cast<size_t>(i)], lexicon.path),
                        target.encode_phonemes(p, lexicon.path)});
-  if (fraction >= 1.0) return pairs;
-  std::vector<int64_t> order(pairs.size());
-  std::iota(order.begin(), order.end(), 0);
-  Generator gen(seed);
-  shuffle(order, gen);
-  order.resize(static_cast<size_t>(std::llround(fraction * static_cast<double>(pairs.size()))));
-  std::sort(order.begin(), order.end());
-  std::vector<Pair> kept;
-  for (const int64_t i : order) kept.push_back(std::move(pairs[static_cast<size_t>(i)]));
-  return kept;
+  if (fraction < 1.0) {
+    std::vector<int64_t> order(pairs.size());
+    std::iota(order.begin(), order.end(), 0);
+    Generator gen(seed);
+    shuffle(order, gen);
+    order.resize(static_cast<size_t>(std::llround(fraction * static_cast<double>(pairs.size()))));
+    std::sort(order.begin(), order.end());
+    std::vector<Pair> kept;
+    for (const int64_t i : order) kept.push_back(std::move(pairs[static_cast<size_t>(i)]));
+    pairs = std::move(kept);
+  }
+  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
+           lexicon.path, lexicon.words.size());
+  return pairs;
 }
 
 class G2PTask : public nn::TrainTask {
@@ -276,9 +282,9 @@ void print_confusions(const std::vector<Ids>& predictions, const std::vector<std
   for (const Confusion& c : confusions) fmt::print("  {:>4} → {:<4} {:6}\n", c.reference, c.predicted, c.count);
 }
 
-// The report's pictures: error rates by word length, the confusions, a few test words' alignments.
-void write_report(const std::string& path, const std::string& title, G2PTransformer& model, const EvalSet& test,
-                  const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target) {
+// The report (SVG): error rates by word length, the confusions, a few test words' alignments.
+std::string report_of(const std::string& title, G2PTransformer& model, const EvalSet& test,
+                      const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target) {
   ReportData data;
   data.title = title;
   std::vector<int64_t> lengths;
@@ -294,7 +300,7 @@ void write_report(const std::string& path, const std::string& title, G2PTransfor
       a.weights.insert(a.weights.end(), row.begin(), row.end());
     data.alignments.push_back(std::move(a));
   }
-  write_file_atomically(path, report_svg(data));
+  return report_svg(data);
 }
 
 void print_table(const std::vector<nn::EpochRecord>& history) {
@@ -361,18 +367,26 @@ double learning_rate(int64_t step, int64_t total_steps, double lr, double min_lr
   return min_lr + (lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
-StepLoss first_step_loss(const G2POptions& options) {
-  const Lexicon lexicon = load_lexicon(options.data, options.stress);
-  const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
-  std::vector<Pair> pairs = training_pairs(lexicon, source, target, 1.0, options.training.seed);
-  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
-           lexicon.path, lexicon.words.size());
-  pairs.resize(std::min(pairs.size(), static_cast<size_t>(options.training.batch_size)));
+// The model training starts from: the flags' sizes with the data's symbol tables, initialised from
+// the run's seed, built within the memory bound (tasks::build_within_memory).
+std::unique_ptr<G2PTransformer> build_model(const G2POptions& options, const Symbols& source, const Symbols& target) {
   ModelConfig config = options.model;
   config.source_vocab = source.size();
   config.target_vocab = target.size();
   manual_seed(options.training.seed);
-  StepLoss step{std::make_unique<G2PTransformer>(config), {}};
+  return tasks::build_within_memory(
+      "g2p",
+      fmt::format("--d-model {}, --ff {}, --enc-layers {}, --dec-layers {}", config.d_model, config.feed_forward,
+                  config.encoder_layers, config.decoder_layers),
+      options.training.max_memory_mb, [&] { return std::make_unique<G2PTransformer>(config); });
+}
+
+StepLoss first_step_loss(const G2POptions& options) {
+  const Lexicon lexicon = load_lexicon(options.data, options.stress);
+  const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
+  std::vector<Pair> pairs = training_pairs(lexicon, source, target, 1.0, options.training.seed);
+  pairs.resize(std::min(pairs.size(), static_cast<size_t>(options.training.batch_size)));
+  StepLoss step{build_model(options, source, target), {}};
   std::vector<int64_t> batch(pairs.size());
   std::iota(batch.begin(), batch.end(), 0);
   G2PTask task(*step.model, std::move(pairs), {}, options);
@@ -392,24 +406,15 @@ int train(const G2POptions& options) {
     fmt::print("split: {:5} {:6} words {:6} pairs\n", split_name(split), words.size(), pairs);
   }
   std::vector<Pair> pairs = training_pairs(lexicon, source, target, options.train_fraction, options.training.seed);
-  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
-           lexicon.path, lexicon.words.size());
   EvalSet validation = eval_set(lexicon, Split::val, source, target, options.eval_limit);
   const EvalSet test = eval_set(lexicon, Split::test, source, target, options.eval_limit);
   AG_CHECK(!validation.words.empty() && !test.words.empty(),
            "{}: the validation or test split is empty ({} and {} words); the hash split needs more words", lexicon.path,
            validation.words.size(), test.words.size());
 
-  ModelConfig config = options.model;
-  config.source_vocab = source.size();
-  config.target_vocab = target.size();
-  manual_seed(options.training.seed);
-  const std::unique_ptr<G2PTransformer> built = tasks::build_within_memory(
-      "g2p",
-      fmt::format("--d-model {}, --ff {}, --enc-layers {}, --dec-layers {}", config.d_model, config.feed_forward,
-                  config.encoder_layers, config.decoder_layers),
-      options.training.max_memory_mb, [&] { return std::make_unique<G2PTransformer>(config); });
+  const std::unique_ptr<G2PTransformer> built = build_model(options, source, target);
   G2PTransformer& model = *built;
+  const ModelConfig& config = model.config;
   nn::Adam optimizer(model.parameters(), {.lr = options.training.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
   const int64_t n_pairs = static_cast<int64_t>(pairs.size());
   const int64_t batches_per_epoch = (n_pairs + options.training.batch_size - 1) / options.training.batch_size;
@@ -427,22 +432,20 @@ int train(const G2POptions& options) {
   tasks::check_memory(memory_estimate(options, config, model.num_parameters(), pairs, validation, test),
                       options.training.max_memory_mb);
   G2PTask task(model, std::move(pairs), std::move(validation), options);
-  std::vector<double> step_seconds;
-  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
+  const std::optional<tasks::TrainedRun> trained = tasks::run_training(
       model, optimizer, task, options.training,
       tasks::config_json(options.training, task_settings(options, config, lexicon)),
-      {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}},
-      [&](nn::TrainerOptions& t) {
+      {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}}, [&](nn::TrainerOptions& t) {
         t.lr_schedule = [&options, total_steps](int64_t step) {
           return learning_rate(step, total_steps, options.training.lr, options.min_lr, options.warmup_frac);
         };
         t.clip_grad_norm = options.clip;
         t.tokens_per_step = options.training.batch_size;
         t.rate_unit = "words";
-      },
-      &step_seconds);
+      });
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
-  const std::vector<nn::EpochRecord>& history = *trained;
+  const std::vector<nn::EpochRecord>& history = trained->history;
+  const std::vector<double>& step_seconds = trained->step_seconds;
   print_table(history);
   const double train_seconds = std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0);
   if (train_seconds > 0)
@@ -450,7 +453,7 @@ int train(const G2POptions& options) {
                task.tokens(), train_seconds, static_cast<double>(task.tokens()) / train_seconds);
 
   // The test set, with the epoch of the best validation WER.
-  const std::string best = options.training.out + "/best.safetensors";
+  const std::string best = trained->folder->where(nn::RunFile::best_checkpoint);
   const nn::Checkpoint loaded = nn::load(best, model);
   model.eval();
   fmt::print("best epoch {} (lowest validation WER) -> {}\n",
@@ -473,10 +476,10 @@ int train(const G2POptions& options) {
                s.edits == 0 ? "right" : "reference " + target.decode(test.references[i][s.ref_index], " "));
   }
   if (options.report) {
-    write_report(options.training.out + "/report.svg",
-                 fmt::format("g2p {}, best epoch, test ({})", options.preset,
-                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
-                 model, test, reported->predictions, source, target);
+    trained->folder->write("report.svg",
+                           report_of(fmt::format("g2p {}, best epoch, test ({})", options.preset,
+                                                 options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                                     model, test, reported->predictions, source, target));
     fmt::print("wrote {}/report.svg\n", options.training.out);
   }
   return 0;
@@ -501,10 +504,10 @@ int eval(const EvalOptions& options) {
               score(decoded.predictions, set.references), decoded);
   print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
   if (!options.report.empty()) {
-    write_report(options.report,
-                 fmt::format("{}, {} ({})", options.checkpoint, options.split,
-                             options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
-                 *trained.model, set, decoded.predictions, trained.source, trained.target);
+    write_file_atomically(options.report,
+                          report_of(fmt::format("{}, {} ({})", options.checkpoint, options.split,
+                                                options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
+                                    *trained.model, set, decoded.predictions, trained.source, trained.target));
     fmt::print("wrote {}\n", options.report);
   }
   return 0;

@@ -24,6 +24,7 @@
 #include "tasks/common/corpus.h"
 #include "tasks/common/embedded.h"
 #include "tasks/common/memory.h"
+#include "tasks/common/run_dir.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 #include "tasks/sentiment/data.h"
@@ -477,7 +478,8 @@ nn::BestEpochRule best_epoch_rule(const SentimentOptions& options) {
 }
 
 // The train loss and every metric the task reported, per epoch.
-void write_losses_svg(const SentimentOptions& options, const std::vector<nn::EpochRecord>& history) {
+void write_losses_svg(const SentimentOptions& options, const tasks::RunDir& folder,
+                      const std::vector<nn::EpochRecord>& history) {
   const std::map<std::string, std::string> names = {
       {"train_accuracy", "train accuracy"}, {"val_loss", "validation loss"}, {"val_accuracy", "validation accuracy"}};
   std::vector<plot::Series> series = {{"train loss", {}}};
@@ -486,24 +488,23 @@ void write_losses_svg(const SentimentOptions& options, const std::vector<nn::Epo
     series.push_back({names.count(metric) ? names.at(metric) : metric, {}});
     for (const auto& r : history) series.back().values.push_back(r.metrics.at(metric));
   }
-  write_file_atomically(options.training.out + "/losses.svg",
-                        plot::line_chart(is_uci(options) ? "sentiment (UCI): training" : "sentiment: training", "epoch",
-                                         "BCE loss / accuracy", series));
+  folder.write("losses.svg", plot::line_chart(is_uci(options) ? "sentiment (UCI): training" : "sentiment: training",
+                                              "epoch", "BCE loss / accuracy", series));
 }
 
 // The end of a UCI run: the best epoch's checkpoint on the test split, printed and in report.svg.
-void report_uci(const SentimentOptions& options, const std::vector<Example>& test) {
-  const std::string best = options.training.out + "/best.safetensors";
+void report_uci(const SentimentOptions& options, const tasks::RunDir& folder, const std::vector<Example>& test) {
+  const std::string best = folder.where(nn::RunFile::best_checkpoint);
   const TrainedClassifier trained(best);
   const EncodedSentences sentences(test, trained.vocab);
   NoGradGuard no_grad;
   const Predictions predictions = predictions_of(all_logits(*trained.model, sentences), sentences);
   fmt::print("best epoch (highest validation accuracy, the earliest on ties): {} -> {}\n", trained.epoch, best);
   print_report(predictions, "test");
-  write_file_atomically(options.training.out + "/report.svg",
-                        report_svg(predictions, fmt::format("sentiment on UCI's review sentences: test accuracy of "
-                                                            "epoch {} (best on validation), seed {}",
-                                                            trained.epoch, options.training.seed)));
+  folder.write("report.svg",
+               report_svg(predictions, fmt::format("sentiment on UCI's review sentences: test accuracy of "
+                                                   "epoch {} (best on validation), seed {}",
+                                                   trained.epoch, options.training.seed)));
 }
 
 }  // namespace
@@ -551,7 +552,7 @@ int train(const SentimentOptions& options) {
   const EncodedSentences train(data.train, vocab), validation(data.validation, vocab);
   tasks::check_memory(memory_estimate(options, model, train, validation), options.training.max_memory_mb);
   SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options), batch_by_length(options));
-  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
+  const std::optional<tasks::TrainedRun> trained = tasks::run_training(
       model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),
       {{"vocabulary", nlohmann::json(vocab.words()).dump()}}, [&](nn::TrainerOptions& t) {
         // An epoch is ceil(n / batch_size) steps, by length as shuffled (each cut at batch_size rows).
@@ -559,13 +560,13 @@ int train(const SentimentOptions& options) {
         t.lr_schedule = lr_schedule(options, t.epochs * steps);
       });
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
-  const std::vector<nn::EpochRecord>& history = *trained;
-  write_losses_svg(options, history);
+  const std::vector<nn::EpochRecord>& history = trained->history;
+  write_losses_svg(options, *trained->folder, history);
   const nn::EpochRecord& last = history.back();
   if (is_uci(options)) {
     fmt::print("epoch {}: train loss {:.4f}; validation loss {:.4f}, accuracy {:.2f}%\n", last.epoch, last.train_loss,
                last.metrics.at("val_loss"), 100 * last.metrics.at("val_accuracy"));
-    report_uci(options, data.test);
+    report_uci(options, *trained->folder, data.test);
     fmt::print("wrote {}/config.json, metrics.csv, losses.svg, report.svg, last.safetensors, best.safetensors\n",
                options.training.out);
     return 0;

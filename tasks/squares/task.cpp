@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "engine/autograd.h"
-#include "engine/io.h"
 #include "engine/json.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/loss.h"
@@ -15,6 +14,7 @@
 #include "nn/optim.h"
 #include "tasks/common/checkpoint_config.h"
 #include "tasks/common/memory.h"
+#include "tasks/common/run_dir.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
 #include "tasks/squares/plot.h"
@@ -92,23 +92,22 @@ ModelConfig model_config_of(const nlohmann::json& config, const std::string& pat
           .dropout = tasks::config_number(config, "dropout", path)};
 }
 
-void write_plots(const std::string& out, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
+void write_plots(const tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
                  const Tensor& test_points, const SquaresSpec& test_spec) {
   std::vector<double> train_losses, val_losses;
   for (const nn::EpochRecord& r : history) {
     train_losses.push_back(r.train_loss);
     val_losses.push_back(r.metrics.at("val_loss"));
   }
-  write_file_atomically(out + "/losses.svg", plot::line_chart("squares: MSE per epoch", "epoch", "MSE",
-                                                              {{"train (teacher forcing)", train_losses},
-                                                               {"validation (autoregressive)", val_losses}}));
+  folder.write("losses.svg", plot::line_chart("squares: MSE per epoch", "epoch", "MSE",
+                                              {{"train (teacher forcing)", train_losses},
+                                               {"validation (autoregressive)", val_losses}}));
   const SourceTarget test = split(test_points);
   const Tensor predicted = model.predict(test.source);
-  write_file_atomically(
-      out + "/predictions.svg",
-      predictions_svg(fmt::format("held-out squares (seed {}) after epoch {}: validation MSE {:.4f}", test_spec.seed,
-                                  history.back().epoch, history.back().metrics.at("val_loss")),
-                      test.source, test.target, predicted));
+  folder.write("predictions.svg",
+               predictions_svg(fmt::format("held-out squares (seed {}) after epoch {}: validation MSE {:.4f}",
+                                           test_spec.seed, history.back().epoch, history.back().metrics.at("val_loss")),
+                               test.source, test.target, predicted));
 }
 
 // The model, initialised from the run's seed; with --rng torch as the peer: PyTorch's draws after
@@ -182,16 +181,16 @@ int train(const SquaresOptions& options) {
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
   tasks::check_memory(memory_estimate(options, model->module().num_parameters()), options.training.max_memory_mb);
   SquaresTask task(*model, train_squares, test_points);
-  const std::optional<std::vector<nn::EpochRecord>> trained = tasks::run_training(
+  const std::optional<tasks::TrainedRun> trained = tasks::run_training(
       model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)),
       {}, [&](nn::TrainerOptions& trainer) { trainer.shuffle_rng = options.rng; });
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
-  const std::vector<nn::EpochRecord>& history = *trained;
+  const std::vector<nn::EpochRecord>& history = trained->history;
   manual_seed(0, RngStyle::attograd);  // the process's default generator as it was
 
   model->module().eval();
   NoGradGuard no_grad;
-  write_plots(options.training.out, history, *model, test_points, options.test_data);
+  write_plots(*trained->folder, history, *model, test_points, options.test_data);
   const nn::EpochRecord& last = history.back();
   double best = INFINITY;
   for (const nn::EpochRecord& r : history) best = std::min(best, r.metrics.at("val_loss"));

@@ -88,6 +88,43 @@ TEST(LayerNorm, SecondDerivativeMatchesTorch) {
   expect_values(w.grad(), {0.05903751089327369, -0.6613081051043204, 0.3483598575088068});
 }
 
+TEST(LayerNorm, BackwardIsAnOpOfItsOwn) {
+  // The x, w, v of SecondDerivativeMatchesTorch: layer_norm_backward called with x's statistics gives
+  // the same gx and w.grad, and db = Σ_rows v; under create_graph layer_norm's gradient is its node's.
+  Tensor x = tensor({0.5, -1.0, 2.0, 3.0, 3.5, -0.25}, {2, 3}, f64).requires_grad_();
+  Tensor w = tensor({1.5, -0.5, 2.0}, {3}, f64).requires_grad_();
+  Tensor v = tensor({0.3, -1.2, 0.7, 1.1, 0.4, -0.6}, {2, 3}, f64);
+  const LayerNormStatistics stats{tensor({0.5, 6.25 / 3}, {2, 1}, f64), tensor({1.5, 199.0 / 72}, {2, 1}, f64)};
+  const LayerNormGradients d = layer_norm_backward(v, x, stats, w, {3});
+  expect_values(d.input, {-0.29938108173822364, 0.14968836356666904, 0.1496927181715546, 0.6744266228520588,
+                          -0.5845007348357155, -0.08992588801634349});
+  expect_values(d.weight, {0.6065170983958049, 1.8105415309373516, 1.6994249367999141});
+  expect_values(d.bias, {1.4, -0.8, 0.1});
+  sum(mul(layer_norm(x, {3}, w), v)).backward({}, false, /*create_graph=*/true);
+  ASSERT_NE(x.grad().grad_fn(), nullptr);
+  EXPECT_EQ(x.grad().grad_fn()->name, "LayerNormBackwardBackward");
+}
+
+TEST(LayerNorm, BackwardRejectsBadArguments) {
+  const Tensor x = zeros({2, 3}), stat = zeros({2, 1});
+  expect_error(
+      [&] {
+        layer_norm_backward(zeros({3, 2}), x, {stat, stat}, {}, {3});
+      },
+      {"layer_norm_backward", "grad", "(3,2)", "(2,3)"});
+  expect_error(
+      [&] {
+        layer_norm_backward(x, x, {zeros({2}), stat}, {}, {3});
+      },
+      {"layer_norm_backward", "mean", "(2)", "(2,1)"});
+  expect_error(
+      [&] {
+        layer_norm_backward(x, x, {stat, Tensor()}, {}, {3});
+      },
+      {"layer_norm_backward", "variance", "undefined"});
+  expect_error([&] { layer_norm_backward(x, x, {stat, stat}, {}, {2}); }, {"layer_norm_backward", "(2)", "trailing"});
+}
+
 TEST(LayerNorm, RejectsBadArguments) {
   Tensor x = zeros({2, 3, 4});
   expect_error([&] { layer_norm(x, {3}); }, {"layer_norm", "(3)", "(2,3,4)", "trailing"});

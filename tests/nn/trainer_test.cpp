@@ -6,10 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "engine/io.h"
 #include "engine/ops.h"
 #include "nn/layers.h"
 #include "tests/test_util.h"
@@ -45,14 +44,34 @@ class LineTask : public TrainTask {
   Linear& model_;
 };
 
-// The Trainer's options for these runs: no progress bar; out_dir and config empty unless given.
-TrainerOptions line_options(int64_t epochs, int64_t batch_size, const std::string& out_dir = "",
+// The run's files, kept in memory for the tests to read back.
+class MemoryFiles : public RunFiles {
+ public:
+  void write(RunFile file, const std::string& bytes) override { files_[file] = bytes; }
+  bool sync() override { return true; }
+  std::string where() const override { return "memory"; }
+  std::string where(RunFile) const override { return "memory"; }
+  const std::string& operator[](RunFile file) const { return files_.at(file); }
+
+ private:
+  std::map<RunFile, std::string> files_;
+};
+
+// A run's last checkpoint as the program reads it back: from the file last.safetensors.
+Checkpoint read_last(const MemoryFiles& files, const TempDir& dir) {
+  const std::string path = (dir / "last.safetensors").string();
+  write_file_atomically(path, files[RunFile::last_checkpoint]);
+  return read_checkpoint(path);
+}
+
+// The Trainer's options for these runs: no progress bar; no files and config empty unless given.
+TrainerOptions line_options(int64_t epochs, int64_t batch_size, RunFiles* files = nullptr,
                             const std::string& task = "line") {
   TrainerOptions options;
   options.epochs = epochs;
   options.batch_size = batch_size;
   options.seed = 7;
-  options.out_dir = out_dir;
+  options.files = files;
   options.progress = false;
   options.config = nlohmann::json({{"task", task}}).dump();
   return options;
@@ -85,43 +104,35 @@ TEST(Trainer, FullBatchSgdFollowsTheClosedForm) {
   EXPECT_NEAR(run.w(), 2 - 2 * std::pow(0.85, 3), 1e-6);
 }
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(Trainer, ResumeFromItsCheckpointEqualsAnUninterruptedRun) {
   // Batches of 2 in a seeded shuffle: the order matters, so the resume must restore the generator.
   const TempDir dir;
-  const auto options = [&](const std::string& out, int64_t epochs) {
-    return line_options(epochs, 2, (dir / out).string());
-  };
+  MemoryFiles a, b;
   LineRun straight;
   const std::vector<EpochRecord> all =
-      Trainer(straight.model, straight.optimizer, straight.task, options("a", 4)).fit();
+      Trainer(straight.model, straight.optimizer, straight.task, line_options(4, 2, &a)).fit();
   LineRun first;
-  Trainer(first.model, first.optimizer, first.task, options("b", 2)).fit();
+  Trainer(first.model, first.optimizer, first.task, line_options(2, 2, &b)).fit();
   LineRun rest;
-  Trainer resumed(rest.model, rest.optimizer, rest.task, options("b", 4));
-  resumed.resume(read_checkpoint((dir / "b" / "last.safetensors").string()));
+  Trainer resumed(rest.model, rest.optimizer, rest.task, line_options(4, 2, &b));
+  resumed.resume(read_last(b, dir));
   const std::vector<EpochRecord> history = resumed.fit();
   ASSERT_EQ(history.size(), all.size());
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(history[i].train_loss, all[i].train_loss) << "epoch " << i + 1;
   EXPECT_EQ(rest.w(), straight.w());
   EXPECT_NE(rest.w(), first.w());
-  EXPECT_EQ(read_text(dir / "b" / "metrics.csv"), read_text(dir / "a" / "metrics.csv"));
-  EXPECT_EQ(read_text(dir / "b" / "config.json"), read_text(dir / "a" / "config.json"));
+  EXPECT_EQ(b[RunFile::metrics], a[RunFile::metrics]);
+  EXPECT_EQ(b[RunFile::config], a[RunFile::config]);
 }
 
 TEST(Trainer, RefusesAnotherTasksCheckpoint) {
   const TempDir dir;
+  MemoryFiles run;
   LineRun first;
-  Trainer(first.model, first.optimizer, first.task, line_options(1, 4, (dir / "run").string())).fit();
+  Trainer(first.model, first.optimizer, first.task, line_options(1, 4, &run)).fit();
   LineRun other;
-  Trainer trainer(other.model, other.optimizer, other.task, line_options(2, 4, "", "curve"));
-  expect_error([&] { trainer.resume(read_checkpoint((dir / "run" / "last.safetensors").string())); },
+  Trainer trainer(other.model, other.optimizer, other.task, line_options(2, 4, nullptr, "curve"));
+  expect_error([&] { trainer.resume(read_last(run, dir)); },
                {"last.safetensors", "cannot resume", "task is \"line\"", "\"curve\""});
 }
 

@@ -564,6 +564,35 @@ def softmax_backward_family():
                      lambda y, g, d=dim: torch._softmax_backward_data(g, y, d, y.dtype))
 
 
+def native_layer_norm_backward(g, x, w=None):
+    """PyTorch's layer_norm backward with x's statistics, as the registry's entries: dx, dw and db
+    flattened and joined; without w, dx over the last dim."""
+    ns = list(w.shape) if w is not None else [x.shape[-1]]
+    with torch.no_grad():
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, ns, w, None, 1e-5)
+    affine = w is not None
+    grads = torch.ops.aten.native_layer_norm_backward(g, x, ns, mean, rstd, w, torch.zeros_like(w) if affine else None,
+                                                      [True, affine, affine])
+    return torch.cat([t.flatten() for t in grads]) if affine else grads[0]
+
+
+def layer_norm_backward_family():
+    """layer_norm's backward as an op (engine/ops/norm.h) against PyTorch's native_layer_norm_backward:
+    its output is the first order, its gradients the second."""
+    for op, affine in [("layer_norm_backward", True), ("layer_norm_backward_no_affine", False)]:
+        with stream_of(op):
+            for f32 in [False] * (PASSES * 8) + [True] * 4:
+                if f32:  # a model's width, on oneDNN up to 512, on our loops past it
+                    s, k = [R.randint(4, 16), R.choice([16, 64, 100, 256, 512, 600])], 1
+                else:
+                    k = R.randint(1, 2) if affine else 1
+                    s = shape(R.randint(k, 3), lo=3, hi=6, empty=0)
+                    if math.prod(s[len(s) - k:]) < 3:
+                        s = s[: len(s) - k] + [4] * k
+                ins = [real(s), real(s)] + ([real(s[len(s) - k:], 0.5, 1.5)] if affine else [])
+                case(op, "registry", ins, native_layer_norm_backward, f32=f32)
+
+
 def encode(v):
     """JSON has no infinity: ±inf become the strings "inf" and "-inf"."""
     if isinstance(v, dict):
@@ -598,8 +627,10 @@ def main():
         for family in [elementwise, reduce, shapes_family, index_family, mask_family, matmul_family, softmax_family,
                        norm_family, loss_family, attention_family, dropout_family, chains]:
             family()
-    from_registry()  # after the passes, each op on its own stream
+    f32_pass = True  # the families below draw once, each op on a stream of its own
+    from_registry()
     softmax_backward_family()
+    layer_norm_backward_family()
     tensors, meta = {}, []
     for n, c in enumerate(CASES):
         xs, out = run(c, torch.float64)
