@@ -255,7 +255,7 @@ Tensor row_of(const std::vector<int64_t>& ids) {
   return out;
 }
 
-void write_plot(const tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, int64_t interval) {
+void write_plot(tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, int64_t interval) {
   std::vector<double> train_losses, val_losses;
   for (const nn::EpochRecord& r : history) {
     train_losses.push_back(r.train_loss);

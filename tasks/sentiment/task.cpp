@@ -478,7 +478,7 @@ nn::BestEpochRule best_epoch_rule(const SentimentOptions& options) {
 }
 
 // The train loss and every metric the task reported, per epoch.
-void write_losses_svg(const SentimentOptions& options, const tasks::RunDir& folder,
+void write_losses_svg(const SentimentOptions& options, tasks::RunDir& folder,
                       const std::vector<nn::EpochRecord>& history) {
   const std::map<std::string, std::string> names = {
       {"train_accuracy", "train accuracy"}, {"val_loss", "validation loss"}, {"val_accuracy", "validation accuracy"}};
@@ -493,7 +493,7 @@ void write_losses_svg(const SentimentOptions& options, const tasks::RunDir& fold
 }
 
 // The end of a UCI run: the best epoch's checkpoint on the test split, printed and in report.svg.
-void report_uci(const SentimentOptions& options, const tasks::RunDir& folder, const std::vector<Example>& test) {
+void report_uci(const SentimentOptions& options, tasks::RunDir& folder, const std::vector<Example>& test) {
   const std::string best = folder.where(nn::RunFile::best_checkpoint);
   const TrainedClassifier trained(best);
   const EncodedSentences sentences(test, trained.vocab);

@@ -92,7 +92,7 @@ ModelConfig model_config_of(const nlohmann::json& config, const std::string& pat
           .dropout = tasks::config_number(config, "dropout", path)};
 }
 
-void write_plots(const tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
+void write_plots(tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
                  const Tensor& test_points, const SquaresSpec& test_spec) {
   std::vector<double> train_losses, val_losses;
   for (const nn::EpochRecord& r : history) {
