@@ -510,9 +510,15 @@ void report_uci(const SentimentOptions& options, tasks::RunDir& folder, const st
 
 // The classifier training starts from: the flags' sizes with the vocabulary's, initialised from the
 // run's seed.
+// Seeded, and within the memory bound (tasks::build_within_memory) as every task's model.
 std::unique_ptr<SentimentClassifier> build_model(const SentimentOptions& options, const Vocabulary& vocab) {
-  manual_seed(options.training.seed);
-  return std::make_unique<SentimentClassifier>(classifier_config(options, vocab.size()));
+  return tasks::build_within_memory(
+      "sentiment",
+      fmt::format("--dim {}, --heads {}, the vocabulary's {} words", options.dim, options.heads, vocab.size()),
+      options.training.max_memory_mb, [&] {
+        manual_seed(options.training.seed);
+        return std::make_unique<SentimentClassifier>(classifier_config(options, vocab.size()));
+      });
 }
 
 }  // namespace

@@ -473,6 +473,8 @@ check "squares --batch-size 1000: capped at the 128 squares, and says so" 0 "not
 bad "charlm, a model too large for --max-memory: refused while it is built" 1 "train charlm: the model (--width 1024, --layers 8, the text's" -- "$attograd" train charlm --data "$work/text.txt" --width 1024 --layers 8 --max-memory 200 --out "$scratch/big-model" --quiet
 expect "... and nothing written" test ! -e "$scratch/big-model"
 bad "squares, a model too large for --max-memory: refused while it is built" 1 "train squares: the model (--d-model 2048, --heads 2, --ff-units 32, --layers 64) is too large" -- "$attograd" train squares --model transformer --d-model 2048 --layers 64 --max-memory 100 --out "$scratch/big-model" --quiet
+bad "sentiment, a model too large for --max-memory: refused while it is built" 1 "train sentiment: the model (--dim 4096, --heads 0, the vocabulary's" -- "$attograd" train sentiment --dataset uci --dim 4096 --max-memory 200 --out "$scratch/big-model" --quiet
+expect "... and nothing written" test ! -e "$scratch/big-model"
 bad "sentiment --max-memory 1: refused naming it" 1 "MB --max-memory allows" -- "$attograd" train sentiment --max-memory 1 --out "$out" --quiet
 bad "--max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" train squares --max-memory 0 --out "$out" --quiet
 cases=$((cases + 1))
