@@ -3,22 +3,44 @@
 // `attograd gradcheck --all` iterate it, so a registered op is checked without a new test.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/generator.h"
 #include "engine/tensor.h"
 
 namespace ag {
+
+// The points where a function has a kink, at most four: a literal type, so that a Domain, and the
+// op table rows that hold one (UnaryOp), are constants, set before any code runs.
+class Kinks {
+ public:
+  constexpr Kinks() = default;
+  constexpr Kinks(std::initializer_list<double> points) {
+    if (points.size() > points_.size()) throw Error("Domain: at most 4 kinks");
+    std::copy(points.begin(), points.end(), points_.begin());
+    count_ = points.size();
+  }
+  constexpr const double* begin() const { return points_.data(); }
+  constexpr const double* end() const { return points_.data() + count_; }
+
+ private:
+  std::array<double, 4> points_ = {};
+  size_t count_ = 0;
+};
 
 // Where random inputs are drawn from. Values closer than kink_margin to a kink are redrawn
 // (finite differences are wrong across a kink).
 struct Domain {
   double low = -2.0;
   double high = 2.0;
-  std::vector<double> kinks = {};
+  Kinks kinks = {};
   double kink_margin = 1e-2;
   bool distinct = false;  // no two values within kink_margin of each other (max/min ties)
 };

@@ -51,7 +51,7 @@ void print_registry_json(const Registry& registry) {
       entry["torch"] = {{"expression", op.torch.expression},
                         {"low", d.low},
                         {"high", d.high},
-                        {"kinks", d.kinks},
+                        {"kinks", std::vector<double>(d.kinks.begin(), d.kinks.end())},
                         {"kink_margin", d.kink_margin}};
     }
     entries.push_back(std::move(entry));
