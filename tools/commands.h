@@ -23,11 +23,6 @@ Command add_sample_command(CLI::App& app);                 // sample (from a cha
 Command add_walkthrough_command(CLI::App& app);
 std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, sentiment, charlm, g2p, walkthrough
 
-// `train g2p`, `eval g2p`, `predict g2p` (g2p_command.cpp), added under their parent commands.
-Command add_train_g2p(CLI::App* train);
-Command add_eval_g2p(CLI::App* eval);
-Command add_predict_g2p(CLI::App* predict);
-
 // --precision f32|bf16 on `eval`, `predict` and `sample` (after either subcommand of eval and
 // predict): each of their commands then runs under ag::AutocastGuard. `train` has its own, recorded
 // in config.json (add_training_flags).

@@ -1,5 +1,6 @@
-// `attograd eval <task>` (sentiment, squares, charlm; g2p in g2p_command.cpp): a trained model on data.
+// `attograd eval <task>` (sentiment, squares, charlm, g2p): a trained model on data.
 #include "tasks/charlm/task.h"
+#include "tasks/g2p/task.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
@@ -55,10 +56,31 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
       ->capture_default_str();
   charlm->add_flag("--drop-unknown", charlm_options->drop_unknown,
                    "Leave out characters the model's vocabulary lacks (default: an error listing them)");
+
+  auto g2p_options = std::make_shared<g2p::EvalOptions>();
+  CLI::App* g2p = eval->add_subcommand("g2p", "PER, WER, words/s and the most frequent confusions of a G2P model");
+  g2p->add_option("--checkpoint", g2p_options->checkpoint, "A checkpoint written by `train g2p`")
+      ->check(kPath)
+      ->required();
+  g2p->add_option("--data", g2p_options->data, "The data to split and evaluate (default: what it was trained on)")
+      ->check(kPath)
+      ->check(CLI::ExistingFile);
+  g2p->add_option("--split", g2p_options->split, "The hash split to evaluate")
+      ->check(CLI::IsMember({"test", "val", "train"}))
+      ->capture_default_str();
+  g2p->add_option("--beam", g2p_options->beam, "Beam width (1: greedy)")
+      ->check(whole_number(1, 64))
+      ->capture_default_str();
+  g2p->add_option("--eval-batch-size", g2p_options->eval_batch_size, "Words decoded at once")
+      ->check(whole_number(1, 65536))
+      ->capture_default_str();
+  g2p->add_option("--report", g2p_options->report,
+                  "Also write the report (error rates by length, confusions, attention alignments) as SVG here")
+      ->check(kPath);
   return {{sentiment, [sentiment_options] { return sentiment::eval(*sentiment_options); }},
           {squares, [squares_options] { return squares::eval(*squares_options); }},
           {charlm, [charlm_options] { return charlm::eval(*charlm_options); }},
-          add_eval_g2p(eval)};
+          {g2p, [g2p_options] { return g2p::eval(*g2p_options); }}};
 }
 
 }  // namespace ag::cli

@@ -1,4 +1,5 @@
-// `attograd predict <task>` (sentiment; g2p in g2p_command.cpp): a trained model on the user's texts.
+// `attograd predict <task>` (sentiment, g2p): a trained model on the user's texts.
+#include "tasks/g2p/task.h"
 #include "tasks/sentiment/task.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
@@ -17,7 +18,19 @@ std::vector<Command> add_predict_commands(CLI::App& app) {
   sentiment->add_option("--file", options->file, "One text per line")->check(kPath)->check(CLI::ExistingFile);
   sentiment->add_option("--explain", options->explain, "Write the first text's attention weights as an SVG heatmap")
       ->check(kPath);
-  return {{sentiment, [options] { return sentiment::predict(*options); }}, add_predict_g2p(predict)};
+
+  auto g2p_options = std::make_shared<g2p::PredictOptions>();
+  CLI::App* g2p = predict->add_subcommand("g2p", "The pronunciation of each word, one per line: WORD<TAB>PHONEMES");
+  g2p->add_option("--checkpoint", g2p_options->checkpoint, "A checkpoint written by `train g2p`")
+      ->check(kPath)
+      ->required();
+  g2p->add_option("words", g2p_options->words, "Words to pronounce (or --file)");
+  g2p->add_option("--file", g2p_options->file, "One word per line")->check(kPath)->check(CLI::ExistingFile);
+  g2p->add_option("--beam", g2p_options->beam, "Beam width (1: greedy)")
+      ->check(whole_number(1, 64))
+      ->capture_default_str();
+  return {{sentiment, [options] { return sentiment::predict(*options); }},
+          {g2p, [g2p_options] { return g2p::predict(*g2p_options); }}};
 }
 
 }  // namespace ag::cli

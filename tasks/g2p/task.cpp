@@ -89,7 +89,8 @@ struct Pair {
   Ids source, target;
 };
 
-// The training pairs of the train split (a share of them for smoke runs, drawn from the seed).
+// The training pairs of the train split (a share of them for smoke runs, drawn from the seed); none
+// is an error.
 std::vector<Pair> training_pairs(const Lexicon& lexicon, const Symbols& source, const Symbols& target, double fraction,
                                  uint64_t seed) {
   std::vector<Pair> pairs;
@@ -97,16 +98,20 @@ std::vector<Pair> training_pairs(const Lexicon& lexicon, const Symbols& source, 
     for (const Pronunciation& p : lexicon.prons[static_cast<size_t>(i)])
       pairs.push_back({source.encode_word(lexicon.words[static_cast<size_t>(i)], lexicon.path),
                        target.encode_phonemes(p, lexicon.path)});
-  if (fraction >= 1.0) return pairs;
-  std::vector<int64_t> order(pairs.size());
-  std::iota(order.begin(), order.end(), 0);
-  Generator gen(seed);
-  shuffle(order, gen);
-  order.resize(static_cast<size_t>(std::llround(fraction * static_cast<double>(pairs.size()))));
-  std::sort(order.begin(), order.end());
-  std::vector<Pair> kept;
-  for (const int64_t i : order) kept.push_back(std::move(pairs[static_cast<size_t>(i)]));
-  return kept;
+  if (fraction < 1.0) {
+    std::vector<int64_t> order(pairs.size());
+    std::iota(order.begin(), order.end(), 0);
+    Generator gen(seed);
+    shuffle(order, gen);
+    order.resize(static_cast<size_t>(std::llround(fraction * static_cast<double>(pairs.size()))));
+    std::sort(order.begin(), order.end());
+    std::vector<Pair> kept;
+    for (const int64_t i : order) kept.push_back(std::move(pairs[static_cast<size_t>(i)]));
+    pairs = std::move(kept);
+  }
+  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
+           lexicon.path, lexicon.words.size());
+  return pairs;
 }
 
 class G2PTask : public nn::TrainTask {
@@ -362,18 +367,26 @@ double learning_rate(int64_t step, int64_t total_steps, double lr, double min_lr
   return min_lr + (lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
-StepLoss first_step_loss(const G2POptions& options) {
-  const Lexicon lexicon = load_lexicon(options.data, options.stress);
-  const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
-  std::vector<Pair> pairs = training_pairs(lexicon, source, target, 1.0, options.training.seed);
-  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
-           lexicon.path, lexicon.words.size());
-  pairs.resize(std::min(pairs.size(), static_cast<size_t>(options.training.batch_size)));
+// The model training starts from: the flags' sizes with the data's symbol tables, initialised from
+// the run's seed, built within the memory bound (tasks::build_within_memory).
+std::unique_ptr<G2PTransformer> build_model(const G2POptions& options, const Symbols& source, const Symbols& target) {
   ModelConfig config = options.model;
   config.source_vocab = source.size();
   config.target_vocab = target.size();
   manual_seed(options.training.seed);
-  StepLoss step{std::make_unique<G2PTransformer>(config), {}};
+  return tasks::build_within_memory(
+      "g2p",
+      fmt::format("--d-model {}, --ff {}, --enc-layers {}, --dec-layers {}", config.d_model, config.feed_forward,
+                  config.encoder_layers, config.decoder_layers),
+      options.training.max_memory_mb, [&] { return std::make_unique<G2PTransformer>(config); });
+}
+
+StepLoss first_step_loss(const G2POptions& options) {
+  const Lexicon lexicon = load_lexicon(options.data, options.stress);
+  const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
+  std::vector<Pair> pairs = training_pairs(lexicon, source, target, 1.0, options.training.seed);
+  pairs.resize(std::min(pairs.size(), static_cast<size_t>(options.training.batch_size)));
+  StepLoss step{build_model(options, source, target), {}};
   std::vector<int64_t> batch(pairs.size());
   std::iota(batch.begin(), batch.end(), 0);
   G2PTask task(*step.model, std::move(pairs), {}, options);
@@ -393,24 +406,15 @@ int train(const G2POptions& options) {
     fmt::print("split: {:5} {:6} words {:6} pairs\n", split_name(split), words.size(), pairs);
   }
   std::vector<Pair> pairs = training_pairs(lexicon, source, target, options.train_fraction, options.training.seed);
-  AG_CHECK(!pairs.empty(), "{}: no training pairs (the hash split puts 80% of the words in train; the data has {})",
-           lexicon.path, lexicon.words.size());
   EvalSet validation = eval_set(lexicon, Split::val, source, target, options.eval_limit);
   const EvalSet test = eval_set(lexicon, Split::test, source, target, options.eval_limit);
   AG_CHECK(!validation.words.empty() && !test.words.empty(),
            "{}: the validation or test split is empty ({} and {} words); the hash split needs more words", lexicon.path,
            validation.words.size(), test.words.size());
 
-  ModelConfig config = options.model;
-  config.source_vocab = source.size();
-  config.target_vocab = target.size();
-  manual_seed(options.training.seed);
-  const std::unique_ptr<G2PTransformer> built = tasks::build_within_memory(
-      "g2p",
-      fmt::format("--d-model {}, --ff {}, --enc-layers {}, --dec-layers {}", config.d_model, config.feed_forward,
-                  config.encoder_layers, config.decoder_layers),
-      options.training.max_memory_mb, [&] { return std::make_unique<G2PTransformer>(config); });
+  const std::unique_ptr<G2PTransformer> built = build_model(options, source, target);
   G2PTransformer& model = *built;
+  const ModelConfig& config = model.config;
   nn::Adam optimizer(model.parameters(), {.lr = options.training.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
   const int64_t n_pairs = static_cast<int64_t>(pairs.size());
   const int64_t batches_per_epoch = (n_pairs + options.training.batch_size - 1) / options.training.batch_size;
