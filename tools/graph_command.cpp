@@ -143,7 +143,7 @@ void add_output_flags(CLI::App* app, GraphOptions& options) {
   app->add_option("--out", options.out, "Write to this file (default: stdout)")->check(kPath);
   app->add_flag("--trace-backward", options.trace_backward,
                 "Then run the backward and trace it node by node on stderr (gradient norms, times, summary by op)");
-  app->parse_complete_callback([app, &options] {
+  app->parse_complete_callback([&options] {
     if (options.format == "html" && options.trace_backward)
       throw CLI::ValidationError("--trace-backward",
                                  "the html page already shows the backward node by node; drop --trace-backward or "

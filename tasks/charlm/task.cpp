@@ -373,11 +373,11 @@ int train(const CharLMOptions& options) {
              (static_cast<int64_t>(split.val.size()) - 1) / T, T);
 
   manual_seed(options.training.seed);
-  const std::unique_ptr<nn::GPT> built =
-      tasks::build_within_memory("charlm",
-                                 fmt::format("--width {}, --layers {}, the text's {} distinct characters",
-                                             config.n_embd, config.n_layer, config.vocab_size),
-                                 options.training.max_memory_mb, [&] { return std::make_unique<nn::GPT>(config); });
+  const std::unique_ptr<nn::GPT> built = tasks::build_within_memory(
+      "charlm",
+      fmt::format("--width {}, --layers {}, the text's {} distinct characters", config.n_embd, config.n_layer,
+                  config.vocab_size),
+      options.training.max_memory_mb, [&config = config] { return std::make_unique<nn::GPT>(config); });
   nn::GPT& model = *built;
   std::vector<Tensor> no_decay;  // nanoGPT: decay the matrices, not the LayerNorm weights and biases
   for (const Tensor& p : model.parameters())
