@@ -56,12 +56,17 @@ struct Tolerance {
 
 // An entry's PyTorch counterpart, from which tools/golden/parity.py draws its parity cases (it reads
 // them with `attograd gradcheck --list --json`): a Python expression of the entry's inputs
-// ("torch.exp", "lambda x: F.gelu(x, approximate='tanh')"; `torch` and `F` are in scope) and the
-// domain its inputs are drawn from. So far for one-input elementwise entries: random shapes of
-// rank 0-3, empty ones included.
+// ("torch.exp", "lambda x: F.gelu(x, approximate='tanh')"; `torch` and `F` are in scope), the
+// shapes its inputs are drawn in, and the domain of each (an input past the list: the default).
+// So far for the elementwise entries.
 struct TorchCounterpart {
+  enum class Shapes {
+    any,        // one input of a random shape of rank 0-3, empty ones included
+    broadcast,  // two inputs whose random shapes broadcast together
+  };
   std::string expression;
-  Domain domain = {};
+  std::vector<Domain> domains = {};
+  Shapes shapes = Shapes::any;
 };
 
 struct OpEntry {
