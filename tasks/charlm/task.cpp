@@ -255,7 +255,7 @@ Tensor row_of(const std::vector<int64_t>& ids) {
   return out;
 }
 
-void write_plot(const tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, int64_t interval) {
+void write_plot(tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, int64_t interval) {
   std::vector<double> train_losses, val_losses;
   for (const nn::EpochRecord& r : history) {
     train_losses.push_back(r.train_loss);
@@ -339,14 +339,23 @@ Corpus load_corpus(const CharLMOptions& options, const std::string& command) {
   return {std::move(text), std::move(vocabulary), std::move(split), config};
 }
 
+// The GPT training starts from: `config` (load_corpus's), initialised from the run's seed, built
+// within the memory bound (tasks::build_within_memory).
+std::unique_ptr<nn::GPT> build_model(const nn::GPTConfig& config, const tasks::TrainingOptions& training) {
+  manual_seed(training.seed);
+  return tasks::build_within_memory("charlm",
+                                    fmt::format("--width {}, --layers {}, the text's {} distinct characters",
+                                                config.n_embd, config.n_layer, config.vocab_size),
+                                    training.max_memory_mb, [&] { return std::make_unique<nn::GPT>(config); });
+}
+
 StepLoss first_step_loss(const CharLMOptions& options) {
   const auto [text, vocabulary, split, config] = load_corpus(options, "graph charlm");
   const int64_t T = config.block_size, batch = options.training.batch_size;
   AG_CHECK(static_cast<int64_t>(split.train.size()) > batch * T,
            "{}: too short for {} windows of {}: its training split has {} characters", text.path, batch, T,
            split.train.size());
-  manual_seed(options.training.seed);
-  StepLoss step{std::make_unique<nn::GPT>(config), {}};
+  StepLoss step{build_model(config, options.training), {}};
   std::vector<int64_t> starts;
   for (int64_t k = 0; k < batch; ++k) starts.push_back(k * T);
   step.loss = CharLMTask(*step.model, split).loss(starts);
@@ -372,12 +381,7 @@ int train(const CharLMOptions& options) {
              text.chars.size(), vocabulary.size(), split.train.size(), split.val.size(),
              (static_cast<int64_t>(split.val.size()) - 1) / T, T);
 
-  manual_seed(options.training.seed);
-  const std::unique_ptr<nn::GPT> built = tasks::build_within_memory(
-      "charlm",
-      fmt::format("--width {}, --layers {}, the text's {} distinct characters", config.n_embd, config.n_layer,
-                  config.vocab_size),
-      options.training.max_memory_mb, [&config = config] { return std::make_unique<nn::GPT>(config); });
+  const std::unique_ptr<nn::GPT> built = build_model(config, options.training);
   nn::GPT& model = *built;
   std::vector<Tensor> no_decay;  // nanoGPT: decay the matrices, not the LayerNorm weights and biases
   for (const Tensor& p : model.parameters())

@@ -48,13 +48,10 @@ struct SampleOptions {
 
 // Each returns the process exit code; bad input throws ag::Error.
 int train(const CharLMOptions& options);
-// The loss of one training step as `train` computes it (the model freshly initialised from the
-// seed), on the first batch_size windows of the training split (starts 0, T, 2T, …; `train` draws
-// its windows at random), with the model that made it: what `attograd graph charlm` exports.
-struct StepLoss {
-  std::unique_ptr<nn::GPT> model;
-  Tensor loss;
-};
+// The loss of `train`'s first step on the first batch_size windows of the training split (starts
+// 0, T, 2T, …; `train` draws its windows at random), with the model that made it: what
+// `attograd graph charlm` exports.
+using StepLoss = tasks::StepLoss<nn::GPT>;
 StepLoss first_step_loss(const CharLMOptions& options);
 int eval(const EvalOptions& options);
 int sample(const SampleOptions& options);

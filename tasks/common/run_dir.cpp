@@ -257,8 +257,6 @@ bool RunDir::sync() {
   return sync_to_disk(paths);
 }
 
-void RunDir::write(const std::string& name, const std::string& bytes) const {
-  write_file_atomically(path(name), bytes);
-}
+void RunDir::write(const std::string& name, const std::string& bytes) { write_file_atomically(path(name), bytes); }
 
 }  // namespace ag::tasks

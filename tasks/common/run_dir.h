@@ -68,7 +68,7 @@ class RunDir : public nn::RunFiles {
   std::string where(nn::RunFile file) const override;  // its path (a task reads best.safetensors there)
   // A file of the task's own (a plot, a report) by name ("losses.svg"), replaced atomically and
   // synced at once.
-  void write(const std::string& name, const std::string& bytes) const;
+  void write(const std::string& name, const std::string& bytes);
 
  private:
   std::string path(const std::string& name) const;

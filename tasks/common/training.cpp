@@ -2,9 +2,11 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 
 #include "engine/autocast.h"
@@ -76,6 +78,12 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
   if (!nn::dist::is_root()) return std::nullopt;  // data parallelism: the other ranks are done; rank 0 reports
   fmt::print("trained in {:.3f} s (wall, the epochs' checkpoints included)\n", took.count());
   return TrainedRun{std::move(history), trainer.step_seconds(), run};
+}
+
+std::vector<int64_t> first_batch(const nn::TrainTask& task, int64_t batch_size) {
+  std::vector<int64_t> rows(static_cast<size_t>(std::min(batch_size, task.train_size())));
+  std::iota(rows.begin(), rows.end(), 0);
+  return rows;
 }
 
 }  // namespace ag::tasks

@@ -66,4 +66,17 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
                                        const std::map<std::string, std::string>& checkpoint_metadata = {},
                                        const TrainerSettings& settings = {});
 
+// The loss of one training step as a task's `train` computes it (the model freshly initialised from
+// the run's seed, the first batch), with the model that made it: what `attograd graph <task>` draws
+// and the step page records. Each task's first_step_loss returns one.
+template <class Model>
+struct StepLoss {
+  std::unique_ptr<Model> model;
+  Tensor loss;
+};
+
+// The rows of that first batch: the task's first batch_size training examples in order (all of them
+// when there are fewer), where `train` shuffles.
+std::vector<int64_t> first_batch(const nn::TrainTask& task, int64_t batch_size);
+
 }  // namespace ag::tasks

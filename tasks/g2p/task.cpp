@@ -387,10 +387,8 @@ StepLoss first_step_loss(const G2POptions& options) {
   std::vector<Pair> pairs = training_pairs(lexicon, source, target, 1.0, options.training.seed);
   pairs.resize(std::min(pairs.size(), static_cast<size_t>(options.training.batch_size)));
   StepLoss step{build_model(options, source, target), {}};
-  std::vector<int64_t> batch(pairs.size());
-  std::iota(batch.begin(), batch.end(), 0);
   G2PTask task(*step.model, std::move(pairs), {}, options);
-  step.loss = task.loss(batch);
+  step.loss = task.loss(tasks::first_batch(task, options.training.batch_size));
   return step;
 }
 

@@ -55,10 +55,7 @@ int predict(const PredictOptions& options);
 
 // The loss of one training batch (the first --batch-size training pairs, dropout on), with the
 // model that computed it: `graph g2p` draws and records this step.
-struct StepLoss {
-  std::unique_ptr<G2PTransformer> model;
-  Tensor loss;
-};
+using StepLoss = tasks::StepLoss<G2PTransformer>;
 StepLoss first_step_loss(const G2POptions& options);
 
 // The peer's schedule: linear warm-up lr·(s+1)/W over W = max(1, round(warmup_frac·S)) steps, then a

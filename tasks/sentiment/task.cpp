@@ -146,18 +146,32 @@ Predictions predictions_of(const Tensor& logits, const EncodedSentences& sentenc
   return out;
 }
 
+bool is_uci(const SentimentOptions& o) { return o.dataset == "uci"; }
+
+bool batch_by_length(const SentimentOptions& o) {
+  AG_CHECK(o.batching == "length" || o.batching == "shuffled", "--batching: expected length or shuffled, got '{}'",
+           o.batching);
+  return o.batching == "length";
+}
+
+nn::BestEpochRule best_epoch_rule(const SentimentOptions& options) {
+  if (is_uci(options)) return {.metric = "val_accuracy", .higher_is_better = true};
+  return {};
+}
+
 class SentimentTask : public nn::TrainTask {
  public:
-  // With track_train_accuracy, every epoch also reports the accuracy on the whole training set.
-  // With batch_by_length, each batch holds sentences of similar length (batches_by_length).
+  // As the options ask: seed 002's data (and a TSV file's) also reports the accuracy on the whole
+  // training set every epoch; the UCI corpus keeps the epoch of the best validation accuracy;
+  // --batching length puts sentences of similar length in a batch (batches_by_length).
   SentimentTask(SentimentClassifier& model, const EncodedSentences& train, const EncodedSentences& validation,
-                bool track_train_accuracy, nn::BestEpochRule best_epoch_rule, bool batch_by_length)
+                const SentimentOptions& options)
       : model_(model),
         train_(train),
         validation_(validation),
-        track_train_accuracy_(track_train_accuracy),
-        best_epoch_rule_(std::move(best_epoch_rule)),
-        batch_by_length_(batch_by_length) {}
+        track_train_accuracy_(!is_uci(options)),
+        best_epoch_rule_(sentiment::best_epoch_rule(options)),
+        batch_by_length_(batch_by_length(options)) {}
 
   int64_t train_size() const override { return train_.size(); }
 
@@ -207,14 +221,6 @@ class SentimentTask : public nn::TrainTask {
   nn::BestEpochRule best_epoch_rule_;
   bool batch_by_length_;
 };
-
-bool is_uci(const SentimentOptions& o) { return o.dataset == "uci"; }
-
-bool batch_by_length(const SentimentOptions& o) {
-  AG_CHECK(o.batching == "length" || o.batching == "shuffled", "--batching: expected length or shuffled, got '{}'",
-           o.batching);
-  return o.batching == "length";
-}
 
 // The lr of each step, counted from 0: constant, or a half cosine from lr to 0 over the run's
 // total_steps (torch's CosineAnnealingLR with T_max = total_steps, stepped every batch).
@@ -472,13 +478,8 @@ void print_uci_data(const TrainingData& data) {
       100 * unknown_share(data.test, data.vocab));
 }
 
-nn::BestEpochRule best_epoch_rule(const SentimentOptions& options) {
-  if (is_uci(options)) return {.metric = "val_accuracy", .higher_is_better = true};
-  return {};
-}
-
 // The train loss and every metric the task reported, per epoch.
-void write_losses_svg(const SentimentOptions& options, const tasks::RunDir& folder,
+void write_losses_svg(const SentimentOptions& options, tasks::RunDir& folder,
                       const std::vector<nn::EpochRecord>& history) {
   const std::map<std::string, std::string> names = {
       {"train_accuracy", "train accuracy"}, {"val_loss", "validation loss"}, {"val_accuracy", "validation accuracy"}};
@@ -493,7 +494,7 @@ void write_losses_svg(const SentimentOptions& options, const tasks::RunDir& fold
 }
 
 // The end of a UCI run: the best epoch's checkpoint on the test split, printed and in report.svg.
-void report_uci(const SentimentOptions& options, const tasks::RunDir& folder, const std::vector<Example>& test) {
+void report_uci(const SentimentOptions& options, tasks::RunDir& folder, const std::vector<Example>& test) {
   const std::string best = folder.where(nn::RunFile::best_checkpoint);
   const TrainedClassifier trained(best);
   const EncodedSentences sentences(test, trained.vocab);
@@ -505,6 +506,13 @@ void report_uci(const SentimentOptions& options, const tasks::RunDir& folder, co
                report_svg(predictions, fmt::format("sentiment on UCI's review sentences: test accuracy of "
                                                    "epoch {} (best on validation), seed {}",
                                                    trained.epoch, options.training.seed)));
+}
+
+// The classifier training starts from: the flags' sizes with the vocabulary's, initialised from the
+// run's seed.
+std::unique_ptr<SentimentClassifier> build_model(const SentimentOptions& options, const Vocabulary& vocab) {
+  manual_seed(options.training.seed);
+  return std::make_unique<SentimentClassifier>(classifier_config(options, vocab.size()));
 }
 
 }  // namespace
@@ -533,12 +541,10 @@ tasks::MemoryEstimate memory_estimate(const SentimentOptions& o, const Sentiment
 
 StepLoss first_step_loss(const SentimentOptions& options) {
   const TrainingData data = training_data(options);
-  manual_seed(options.training.seed);
-  StepLoss step{std::make_unique<SentimentClassifier>(classifier_config(options, data.vocab.size())), {}};
+  StepLoss step{build_model(options, data.vocab), {}};
   const EncodedSentences train(data.train, data.vocab), validation(data.validation, data.vocab);
-  SentimentTask task(*step.model, train, validation, false, best_epoch_rule(options), batch_by_length(options));
-  const auto batch = std::min<int64_t>(options.training.batch_size, task.train_size());
-  step.loss = task.loss(all_rows(static_cast<size_t>(batch)));
+  SentimentTask task(*step.model, train, validation, options);
+  step.loss = task.loss(tasks::first_batch(task, options.training.batch_size));
   return step;
 }
 
@@ -546,12 +552,12 @@ int train(const SentimentOptions& options) {
   const TrainingData data = training_data(options);
   if (is_uci(options)) print_uci_data(data);
   const Vocabulary& vocab = data.vocab;
-  manual_seed(options.training.seed);
-  SentimentClassifier model(classifier_config(options, vocab.size()));
+  const std::unique_ptr<SentimentClassifier> built = build_model(options, vocab);
+  SentimentClassifier& model = *built;
   nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
   const EncodedSentences train(data.train, vocab), validation(data.validation, vocab);
   tasks::check_memory(memory_estimate(options, model, train, validation), options.training.max_memory_mb);
-  SentimentTask task(model, train, validation, !is_uci(options), best_epoch_rule(options), batch_by_length(options));
+  SentimentTask task(model, train, validation, options);
   const std::optional<tasks::TrainedRun> trained = tasks::run_training(
       model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),
       {{"vocabulary", nlohmann::json(vocab.words()).dump()}}, [&](nn::TrainerOptions& t) {

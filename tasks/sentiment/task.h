@@ -52,13 +52,9 @@ struct EvalOptions {
 // Returns the process exit code; throws ag::Error on bad input.
 int train(const SentimentOptions& options);
 
-// The loss of one training step as `train` computes it (the model freshly initialised from the
-// seed, the first batch_size training sentences), with the model that made it: what
-// `attograd graph sentiment` exports.
-struct StepLoss {
-  std::unique_ptr<SentimentClassifier> model;
-  Tensor loss;
-};
+// The loss of `train`'s first step (on the first batch_size training sentences), with the model
+// that made it: what `attograd graph sentiment` exports.
+using StepLoss = tasks::StepLoss<SentimentClassifier>;
 StepLoss first_step_loss(const SentimentOptions& options);
 // Prints "probability<TAB>label<TAB>text" per text.
 int predict(const PredictOptions& options);

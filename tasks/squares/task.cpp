@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <numeric>
-
 #include "engine/autograd.h"
 #include "engine/json.h"
 #include "engine/ops/arithmetic.h"
@@ -92,7 +90,7 @@ ModelConfig model_config_of(const nlohmann::json& config, const std::string& pat
           .dropout = tasks::config_number(config, "dropout", path)};
 }
 
-void write_plots(const tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
+void write_plots(tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
                  const Tensor& test_points, const SquaresSpec& test_spec) {
   std::vector<double> train_losses, val_losses;
   for (const nn::EpochRecord& r : history) {
@@ -121,6 +119,16 @@ std::unique_ptr<SquaresModel> seeded_model(const SquaresOptions& options) {
   std::unique_ptr<SquaresModel> model = make_model(options.model);
   manual_seed(options.training.seed, RngStyle::torch);
   return model;
+}
+
+// The model training starts from (seeded_model), built within the memory bound
+// (tasks::build_within_memory).
+std::unique_ptr<SquaresModel> build_model(const SquaresOptions& options) {
+  const ModelConfig& m = options.model;
+  return tasks::build_within_memory(
+      "squares",
+      fmt::format("--d-model {}, --heads {}, --ff-units {}, --layers {}", m.d_model, m.heads, m.ff_units, m.layers),
+      options.training.max_memory_mb, [&] { return seeded_model(options); });
 }
 
 // With --rng torch, both data sets come from numpy's stream, as the peer's generate_sequences.
@@ -173,11 +181,7 @@ Tensor predict_in_chunks(SquaresModel& model, const ModelConfig& config, const T
 int train(const SquaresOptions& options) {
   const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
   const Tensor test_points = points_tensor(generate_squares(data_spec(options.test_data, options.rng)));
-  const ModelConfig& m = options.model;
-  std::unique_ptr<SquaresModel> model = tasks::build_within_memory(
-      "squares",
-      fmt::format("--d-model {}, --heads {}, --ff-units {}, --layers {}", m.d_model, m.heads, m.ff_units, m.layers),
-      options.training.max_memory_mb, [&] { return seeded_model(options); });
+  const std::unique_ptr<SquaresModel> model = build_model(options);
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
   tasks::check_memory(memory_estimate(options, model->module().num_parameters()), options.training.max_memory_mb);
   SquaresTask task(*model, train_squares, test_points);
@@ -205,13 +209,10 @@ int train(const SquaresOptions& options) {
 
 StepLoss first_step_loss(const SquaresOptions& options) {
   const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
-  StepLoss step{seeded_model(options), {}};
+  StepLoss step{build_model(options), {}};
   SquaresTask task(*step.model, train_squares,
                    points_tensor(generate_squares(data_spec(options.test_data, options.rng))));
-  const auto batch = std::min<int64_t>(options.training.batch_size, task.train_size());
-  std::vector<int64_t> rows(static_cast<size_t>(batch));
-  std::iota(rows.begin(), rows.end(), 0);
-  step.loss = task.loss(rows);
+  step.loss = task.loss(tasks::first_batch(task, options.training.batch_size));
   return step;
 }
 

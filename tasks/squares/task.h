@@ -40,13 +40,9 @@ int train(const SquaresOptions& options);
 // Prints the MSE of the checkpoint's autoregressive predictions on freshly generated squares.
 int eval(const EvalOptions& options);
 
-// The loss of one training step as `train` computes it (the model freshly initialised from the
-// seed, the first batch_size training squares), with the model that made it: what
-// `attograd graph squares` exports.
-struct StepLoss {
-  std::unique_ptr<SquaresModel> model;
-  Tensor loss;
-};
+// The loss of `train`'s first step (on the first batch_size training squares), with the model that
+// made it: what `attograd graph squares` exports.
+using StepLoss = tasks::StepLoss<SquaresModel>;
 StepLoss first_step_loss(const SquaresOptions& options);
 
 }  // namespace ag::squares
