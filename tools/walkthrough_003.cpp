@@ -15,20 +15,13 @@
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
-#include "nn/seeds/seed003.h"
 #include "nn/layers.h"
+#include "nn/seeds/seed003.h"
 #include "tools/printed_values.h"
 
 namespace ag::cli {
 
 namespace {
-
-// "Your journey starts with one step" (the notebook's code, not its output).
-Tensor seed_inputs() {
-  return tensor(
-      {0.43, 0.15, 0.89, 0.55, 0.87, 0.66, 0.57, 0.85, 0.64, 0.22, 0.58, 0.33, 0.77, 0.25, 0.10, 0.05, 0.80, 0.55},
-      {6, 3});
-}
 
 constexpr const char* kWQuery = R"(tensor([[0.2961, 0.5166],
         [0.2517, 0.6886],
@@ -207,7 +200,7 @@ Tensor causal_heads_as_run(const Tensor& inputs, int heads) {
 
 // Cell 62: the final MultiHeadAttention (2 heads, d_out 6, out_proj) on three 6-d tokens, twice.
 Tensor final_multi_head() {
-  const Tensor x = reshape(seed_inputs(), {3, 6});  // the cell types the same 18 numbers in as 3 rows
+  const Tensor x = reshape(nn::seed003_inputs(), {3, 6});  // the cell types the same 18 numbers in as 3 rows
   manual_seed(123, RngStyle::torch);
   nn::MultiHeadAttention mha(6, 6, 3, 0.0, 2);
   return mha(stack({x, x}, 0));
@@ -224,7 +217,7 @@ Tensor seeded_dropout(const Tensor& x) {
 
 std::vector<PrintedCheck> notebook_003() {
   NoGradGuard no_grad;
-  const Tensor inputs = seed_inputs(), x_2 = row(inputs, 1);
+  const Tensor inputs = nn::seed003_inputs(), x_2 = row(inputs, 1);
   manual_seed(123, RngStyle::torch);  // cell 6: three torch.rand(3, 2)
   const Tensor w_query = rand({3, 2}), w_key = rand({3, 2}), w_value = rand({3, 2});
   const Tensor queries = torch_matmul(inputs, w_query), keys = torch_matmul(inputs, w_key);  // (6, 2)

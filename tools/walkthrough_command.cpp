@@ -22,6 +22,7 @@
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
+#include "nn/seeds/seed003.h"
 #include "tools/commands.h"
 #include "tools/printed_values.h"
 #include "tools/seed_attention.h"
@@ -32,17 +33,6 @@ namespace {
 
 Tensor matrix(const std::vector<double>& values, int64_t rows, int64_t cols) {
   return tensor(values, {rows, cols}, DType::f64);
-}
-
-// "Your journey starts with one step", one 3-d embedding per token (typed in as the seed has them).
-Tensor seed_inputs() {
-  return matrix({0.43, 0.15, 0.89,   // Your
-                 0.55, 0.87, 0.66,   // journey
-                 0.57, 0.85, 0.64,   // starts
-                 0.22, 0.58, 0.33,   // with
-                 0.77, 0.25, 0.10,   // one
-                 0.05, 0.80, 0.55},  // step
-                6, 3);
 }
 
 // W_query, W_key, W_value (3, 2) as the seed prints them after torch.manual_seed(123).
@@ -214,7 +204,7 @@ void backward_checked() {
 }
 
 int run() {
-  const Tensor x = seed_inputs();
+  const Tensor x = nn::seed003_inputs(DType::f64);
   const SeedWeights weights;
   single_head(x, weights);
   multi_head_toy();
@@ -227,7 +217,7 @@ int run() {
 SeedAttentionStep seed_attention_step() {
   const std::vector<Step> steps = attention_steps();
   const SeedWeights w;
-  SeedAttentionStep step{{clone(seed_inputs()).requires_grad_(), clone(w.query).requires_grad_(),
+  SeedAttentionStep step{{clone(nn::seed003_inputs(DType::f64)).requires_grad_(), clone(w.query).requires_grad_(),
                           clone(w.key).requires_grad_(), clone(w.value).requires_grad_()},
                          {},
                          {}};

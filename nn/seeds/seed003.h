@@ -110,4 +110,8 @@ class MultiHeadAttention : public AttentionModule {
   Tensor mask;
 };
 
+// Seed 003's input: "Your journey starts with one step", one 3-d embedding per token, typed in
+// as the notebook has them (6, 3).
+Tensor seed003_inputs(DType dtype = DType::f32);
+
 }  // namespace ag::nn

@@ -24,13 +24,6 @@
 namespace ag::nn {
 namespace {
 
-// Seed 003's six tokens "Your journey starts with one step", 3 features each.
-Tensor seed003_inputs() {
-  return tensor(
-      {0.43, 0.15, 0.89, 0.55, 0.87, 0.66, 0.57, 0.85, 0.64, 0.22, 0.58, 0.33, 0.77, 0.25, 0.10, 0.05, 0.80, 0.55},
-      {6, 3});
-}
-
 // The seed printed its weights to 4 decimals, so results agree to about 2e-4 (DESIGN.md, Testing).
 constexpr double kPrinted = 2e-4;
 
