@@ -63,7 +63,7 @@ void UnaryRegistrar::add(std::string name, std::function<Tensor(const Tensor&)> 
                  .fn = [op = std::move(op)](const auto& in) { return op(in[0]); },
                  .make_inputs = real_inputs(domain),
                  .shape_sets = shapes,
-                 .torch = {std::move(torch), domain}});
+                 .torch = {std::move(torch), {domain}}});
 }
 
 void Registry::add(OpEntry entry) {

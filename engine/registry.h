@@ -3,22 +3,44 @@
 // `attograd gradcheck --all` iterate it, so a registered op is checked without a new test.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/generator.h"
 #include "engine/tensor.h"
 
 namespace ag {
+
+// The points where a function has a kink, at most four: a literal type, so that a Domain, and the
+// op table rows that hold one (UnaryOp), are constants, set before any code runs.
+class Kinks {
+ public:
+  constexpr Kinks() = default;
+  constexpr Kinks(std::initializer_list<double> points) {
+    if (points.size() > points_.size()) throw Error("Domain: at most 4 kinks");
+    std::copy(points.begin(), points.end(), points_.begin());
+    count_ = points.size();
+  }
+  constexpr const double* begin() const { return points_.data(); }
+  constexpr const double* end() const { return points_.data() + count_; }
+
+ private:
+  std::array<double, 4> points_ = {};
+  size_t count_ = 0;
+};
 
 // Where random inputs are drawn from. Values closer than kink_margin to a kink are redrawn
 // (finite differences are wrong across a kink).
 struct Domain {
   double low = -2.0;
   double high = 2.0;
-  std::vector<double> kinks = {};
+  Kinks kinks = {};
   double kink_margin = 1e-2;
   bool distinct = false;  // no two values within kink_margin of each other (max/min ties)
 };
@@ -34,12 +56,17 @@ struct Tolerance {
 
 // An entry's PyTorch counterpart, from which tools/golden/parity.py draws its parity cases (it reads
 // them with `attograd gradcheck --list --json`): a Python expression of the entry's inputs
-// ("torch.exp", "lambda x: F.gelu(x, approximate='tanh')"; `torch` and `F` are in scope) and the
-// domain its inputs are drawn from. So far for one-input elementwise entries: random shapes of
-// rank 0-3, empty ones included.
+// ("torch.exp", "lambda x: F.gelu(x, approximate='tanh')"; `torch` and `F` are in scope), the
+// shapes its inputs are drawn in, and the domain of each (an input past the list: the default).
+// So far for the elementwise entries.
 struct TorchCounterpart {
+  enum class Shapes {
+    any,        // one input of a random shape of rank 0-3, empty ones included
+    broadcast,  // two inputs whose random shapes broadcast together
+  };
   std::string expression;
-  Domain domain = {};
+  std::vector<Domain> domains = {};
+  Shapes shapes = Shapes::any;
 };
 
 struct OpEntry {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "nn/module.h"
 
 namespace ag::nn {

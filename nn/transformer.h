@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 

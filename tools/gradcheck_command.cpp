@@ -37,8 +37,17 @@ std::vector<Shape> parse_shape_list(const std::string& text) {
   return shapes;
 }
 
+// One input's domain as the registry JSON prints it.
+nlohmann::ordered_json domain_json(const Domain& d) {
+  return {{"low", d.low},
+          {"high", d.high},
+          {"kinks", std::vector<double>(d.kinks.begin(), d.kinks.end())},
+          {"kink_margin", d.kink_margin}};
+}
+
 // The registry as JSON, for tools/golden/parity.py: per entry its name, input count, why it has no
-// double backward or differs from PyTorch, and its PyTorch counterpart with the domain to draw from.
+// double backward or differs from PyTorch, and its PyTorch counterpart with the shapes and each
+// input's domain to draw from.
 void print_registry_json(const Registry& registry) {
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const OpEntry& op : registry.ops()) {
@@ -47,12 +56,12 @@ void print_registry_json(const Registry& registry) {
                                     {"no_double_backward", op.no_double_backward},
                                     {"differs_from_pytorch", op.differs_from_pytorch}};
     if (!op.torch.expression.empty()) {
-      const Domain& d = op.torch.domain;
-      entry["torch"] = {{"expression", op.torch.expression},
-                        {"low", d.low},
-                        {"high", d.high},
-                        {"kinks", d.kinks},
-                        {"kink_margin", d.kink_margin}};
+      nlohmann::ordered_json domains = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < op.shape_sets.front().size(); ++i)
+        domains.push_back(domain_json(i < op.torch.domains.size() ? op.torch.domains[i] : Domain{}));
+      const bool broadcast = op.torch.shapes == TorchCounterpart::Shapes::broadcast;
+      entry["torch"] = {
+          {"expression", op.torch.expression}, {"shapes", broadcast ? "broadcast" : "any"}, {"domains", domains}};
     }
     entries.push_back(std::move(entry));
   }

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "engine/kernels/parallel.h"
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "engine/tensor.h"
 
 namespace ag {

@@ -166,19 +166,27 @@ void register_arithmetic_ops(Registry& registry) {
   const std::vector<std::vector<Shape>> binary_shapes = {{{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{2, 1, 3}, {4, 1}},
                                                          {{5}, {}},        {{1}, {3}},    {{}, {}}};
   const Domain away_from_zero{.kinks = {0}, .kink_margin = 0.3};
-  auto binary = [&](std::string name, Tensor (*op)(const Tensor&, const Tensor&), Domain domain = {}) {
-    registry.add({name, [op](const auto& in) { return op(in[0], in[1]); }, real_inputs(domain), binary_shapes});
+  const auto broadcasting = TorchCounterpart::Shapes::broadcast;
+  auto binary = [&](std::string name, Tensor (*op)(const Tensor&, const Tensor&), std::string torch) {
+    registry.add({.name = name,
+                  .fn = [op](const auto& in) { return op(in[0], in[1]); },
+                  .make_inputs = real_inputs(),
+                  .shape_sets = binary_shapes,
+                  .torch = {std::move(torch), {}, broadcasting}});
   };
-  binary("add", add);
-  binary("sub", sub);
-  binary("mul", mul);
+  binary("add", add, "torch.add");
+  binary("sub", sub, "torch.sub");
+  binary("mul", mul, "torch.mul");
   // div: a numerator anywhere, a denominator away from 0.
-  registry.add({"div", [](const auto& in) { return div(in[0], in[1]); },
-                [away_from_zero](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
-                  return std::vector<Tensor>{draw(shapes[0], {}, gen, dtype).requires_grad_(),
-                                             draw(shapes[1], away_from_zero, gen, dtype).requires_grad_()};
-                },
-                binary_shapes});
+  registry.add({.name = "div",
+                .fn = [](const auto& in) { return div(in[0], in[1]); },
+                .make_inputs =
+                    [away_from_zero](const std::vector<Shape>& shapes, Generator& gen, DType dtype) {
+                      return std::vector<Tensor>{draw(shapes[0], {}, gen, dtype).requires_grad_(),
+                                                 draw(shapes[1], away_from_zero, gen, dtype).requires_grad_()};
+                    },
+                .shape_sets = binary_shapes,
+                .torch = {"torch.div", {Domain{}, away_from_zero}, broadcasting}});
 
   const UnaryRegistrar unary(registry);
   unary.add("add_scalar", [](const Tensor& x) { return add(x, 1.5); });

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "engine/generator.h"
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "engine/tensor.h"
 
 namespace ag {

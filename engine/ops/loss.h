@@ -1,7 +1,7 @@
 // Losses (loss.cpp): each one fused forward kernel with a backward in engine ops.
 #pragma once
 
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "engine/tensor.h"
 
 namespace ag {

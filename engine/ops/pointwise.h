@@ -1,7 +1,7 @@
 // Pointwise functions (pointwise.cpp): exp, log and the activations, one element to one element.
 #pragma once
 
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "engine/tensor.h"
 
 namespace ag {

@@ -51,58 +51,60 @@ Tensor reduce(const ReduceOp& op, const Tensor& x, const ReducePlan& plan, bool 
 
 // The table.
 
-const ReduceOp kSum{.node = "SumBackward",
-                    .formula = "out = Σ x  →  dx = g broadcast back to x's shape",
-                    .forward =
-                        [](const Tensor& x, const ReducePlan& plan, bool) {
-                          return Reduced{sum_kernel(x, plan, 1.0), {}};
-                        },
-                    .derivative =
-                        [](const Tensor& g, const Tensor&, double) {
-                          // out = Σ_dims x
-                          return g;
-                        }};
+constexpr ReduceOp kSum{.node = "SumBackward",
+                        .formula = "out = Σ x  →  dx = g broadcast back to x's shape",
+                        .forward =
+                            [](const Tensor& x, const ReducePlan& plan, bool) {
+                              return Reduced{sum_kernel(x, plan, 1.0), {}};
+                            },
+                        .derivative =
+                            [](const Tensor& g, const Tensor&, double) {
+                              // out = Σ_dims x
+                              return g;
+                            }};
 
-const ReduceOp kMean{.node = "MeanBackward",
-                     .formula = "out = Σ x / n  →  dx = g / n broadcast back to x's shape",
-                     .forward =
-                         [](const Tensor& x, const ReducePlan& plan, bool) {
-                           const double count = static_cast<double>(plan.reduced_count);
-                           return Reduced{sum_kernel(x, plan, count == 0 ? NAN : 1.0 / count), {}};
-                         },
-                     .derivative =
-                         [](const Tensor& g, const Tensor&, double count) {
-                           // out = Σ_dims x / count
-                           return mul(g, 1.0 / count);
-                         }};
+constexpr ReduceOp kMean{.node = "MeanBackward",
+                         .formula = "out = Σ x / n  →  dx = g / n broadcast back to x's shape",
+                         .forward =
+                             [](const Tensor& x, const ReducePlan& plan, bool) {
+                               const double count = static_cast<double>(plan.reduced_count);
+                               return Reduced{sum_kernel(x, plan, count == 0 ? NAN : 1.0 / count), {}};
+                             },
+                         .derivative =
+                             [](const Tensor& g, const Tensor&, double count) {
+                               // out = Σ_dims x / count
+                               return mul(g, 1.0 / count);
+                             }};
 
 // Max (or min): the gradient goes to the first extreme element (or, over the whole tensor, evenly to
 // all of them), marked by a weight tensor of x's shape saved in the forward.
-const ReduceOp kMax{.node = "MaxBackward",
-                    .formula = "out = max x  →  dx = g at the arg-max (shared among tied elements), 0 elsewhere",
-                    .forward =
-                        [](const Tensor& x, const ReducePlan& plan, bool whole) {
-                          Extreme e = extreme_kernel("max", x, plan, true, whole);
-                          return Reduced{e.values, e.one_hot};
-                        },
-                    .derivative =
-                        [](const Tensor& g, const Tensor& one_hot, double) {
-                          // out = max_dims x  →  dx = g at the arg-max (shared among ties over all dims), 0 elsewhere
-                          return mul(g, one_hot);
-                        }};
+constexpr ReduceOp kMax{.node = "MaxBackward",
+                        .formula = "out = max x  →  dx = g at the arg-max (shared among tied elements), 0 elsewhere",
+                        .forward =
+                            [](const Tensor& x, const ReducePlan& plan, bool whole) {
+                              Extreme e = extreme_kernel("max", x, plan, true, whole);
+                              return Reduced{e.values, e.one_hot};
+                            },
+                        .derivative =
+                            [](const Tensor& g, const Tensor& one_hot, double) {
+                              // out = max_dims x  →  dx = g at the arg-max (shared among ties over all dims), 0
+                              // elsewhere
+                              return mul(g, one_hot);
+                            }};
 
-const ReduceOp kMin{.node = "MinBackward",
-                    .formula = "out = min x  →  dx = g at the arg-min (shared among tied elements), 0 elsewhere",
-                    .forward =
-                        [](const Tensor& x, const ReducePlan& plan, bool whole) {
-                          Extreme e = extreme_kernel("min", x, plan, false, whole);
-                          return Reduced{e.values, e.one_hot};
-                        },
-                    .derivative =
-                        [](const Tensor& g, const Tensor& one_hot, double) {
-                          // out = min_dims x  →  dx = g at the arg-min (shared among ties over all dims), 0 elsewhere
-                          return mul(g, one_hot);
-                        }};
+constexpr ReduceOp kMin{.node = "MinBackward",
+                        .formula = "out = min x  →  dx = g at the arg-min (shared among tied elements), 0 elsewhere",
+                        .forward =
+                            [](const Tensor& x, const ReducePlan& plan, bool whole) {
+                              Extreme e = extreme_kernel("min", x, plan, false, whole);
+                              return Reduced{e.values, e.one_hot};
+                            },
+                        .derivative =
+                            [](const Tensor& g, const Tensor& one_hot, double) {
+                              // out = min_dims x  →  dx = g at the arg-min (shared among ties over all dims), 0
+                              // elsewhere
+                              return mul(g, one_hot);
+                            }};
 
 }  // namespace
 

@@ -22,7 +22,7 @@ void register_unary_ops(Registry& registry, std::initializer_list<const UnaryOp*
                   .fn = [op](const std::vector<Tensor>& in) { return apply(*op, in[0]); },
                   .make_inputs = real_inputs(op->domain),
                   .shape_sets = unary.shapes,
-                  .torch = {op->torch ? op->torch : "", op->parity_domain.value_or(op->domain)}});
+                  .torch = {op->torch ? op->torch : "", {op->parity_domain.value_or(op->domain)}}});
   }
 }
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 

@@ -17,7 +17,7 @@
 
 #include <memory>
 
-#include "engine/ops/options.h"
+#include "engine/options.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 

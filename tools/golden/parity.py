@@ -10,8 +10,8 @@ output and gradients, so the C++ test can hold attograd's f32 error to PyTorch's
 
 Inputs are rounded to f32 first, so the f32 and f64 runs see the same numbers.
 
-The one-input elementwise ops come from the registry itself (`attograd gradcheck --list --json`:
-each entry's PyTorch counterpart and domain), each drawn on a stream of its own; the other families
+The elementwise ops, one input or two that broadcast, come from the registry itself (`attograd
+gradcheck --list --json`: each entry's PyTorch counterpart, shapes and domains); the other families
 are written here.
 
 Writes tests/golden/parity.safetensors; tests/engine/parity_test.cpp replays it.
@@ -110,32 +110,36 @@ def weight_like(out):
 
 # ---- the ops, by family (the attributes the registry fixes are fixed here too)
 
-# The one-input elementwise ops come from the registry (registry_ops). Those older than that keep
-# their place in the seed-15 stream, in this order, so that every case committed before stays as it
-# was; softplus keeps its stream of seed 17; every op added since draws on a stream of its own.
+# The elementwise ops come from the registry (registry_ops). Those older than that keep their place
+# in the seed-15 stream, in this order, so that every case committed before stays as it was;
+# softplus keeps its stream of seed 17; every op added since draws on a stream of its own.
 SEED15_ELEMENTWISE = ["neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "gelu_tanh", "tanh", "sigmoid", "clone",
                       "to", "rsub_scalar"]
+SEED15_BINARY = ["add", "sub", "mul", "div"]
 OWN_SEEDS = {"softplus": 17}
 
 
-def elementwise_cases(op, count):
-    """`count` cases of a one-input entry with a PyTorch counterpart: random shapes of rank 0-3."""
+def draw(s, domain):
+    """Values of shape s from one of the registry's domains (low, high, kinks, kink_margin)."""
+    return real(s, domain["low"], domain["high"], kinks=domain["kinks"], margin=domain["kink_margin"])
+
+
+def registry_cases(op, count):
+    """`count` cases of an entry with a PyTorch counterpart, its inputs drawn from its domains: one of
+    a random shape of rank 0-3 ("any"), or two whose shapes broadcast together ("broadcast")."""
     torch_op = op["torch"]
     fn = eval(torch_op["expression"], {"torch": torch, "F": F})
     for _ in range(count):
-        x = real(shape(), torch_op["low"], torch_op["high"], kinks=torch_op["kinks"], margin=torch_op["kink_margin"])
-        case(op["name"], "registry", [x], fn)
+        shapes = [shape()] if torch_op["shapes"] == "any" else broadcast_pair()
+        case(op["name"], "registry", [draw(s, d) for s, d in zip(shapes, torch_op["domains"])], fn)
 
 
 def elementwise():
     ops = {op["name"]: op for op in registry_ops()}
     for name in SEED15_ELEMENTWISE:
-        elementwise_cases(ops[name], 12)
-    for name, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div)]:
-        for _ in range(20):
-            a, b = broadcast_pair()
-            domain = dict(away=(0, 0.3)) if name == "div" else {}
-            case(name, "registry", [real(a), real(b, **domain)], fn)
+        registry_cases(ops[name], 12)
+    for name in SEED15_BINARY:
+        registry_cases(ops[name], 20)
     for _ in range(12):
         s = R.choice([1.5, -2.5, 0.0, 1e3])
         case("add_scalar", "add_scalar", [real(shape())], lambda x, s=s: x + s, dict(s=s))
@@ -545,13 +549,13 @@ def stream_of(name):
 
 
 def from_registry():
-    """Every other one-input entry with a PyTorch counterpart (TorchCounterpart in
-    engine/registry.h): 36 cases each, on a stream of its own."""
+    """Every other entry with a PyTorch counterpart (TorchCounterpart in engine/registry.h): 36
+    cases each, on a stream of its own."""
     for op in registry_ops():
-        if op.get("torch") is None or op["inputs"] != 1 or op["name"] in SEED15_ELEMENTWISE:
+        if op.get("torch") is None or op["name"] in SEED15_ELEMENTWISE + SEED15_BINARY:
             continue
         with stream_of(op["name"]):
-            elementwise_cases(op, PASSES * 12)
+            registry_cases(op, PASSES * 12)
 
 
 def softmax_backward_family():
@@ -581,9 +585,9 @@ def layer_norm_backward_family():
     its output is the first order, its gradients the second."""
     for op, affine in [("layer_norm_backward", True), ("layer_norm_backward_no_affine", False)]:
         with stream_of(op):
-            for f32 in [False] * (PASSES * 8) + [True] * 4:
-                if f32:  # a model's width, on oneDNN up to 512, on our loops past it
-                    s, k = [R.randint(4, 16), R.choice([16, 64, 100, 256, 512, 600])], 1
+            for f32, width in [(False, 0)] * (PASSES * 8) + [(True, 100), (True, 512), (True, 600)]:
+                if f32:  # a model's width: on oneDNN up to 512, on our loops past it
+                    s, k = [R.randint(2, 4), width], 1
                 else:
                     k = R.randint(1, 2) if affine else 1
                     s = shape(R.randint(k, 3), lo=3, hi=6, empty=0)

@@ -1,6 +1,7 @@
 // The ops' option types, apart from the ops: a header that only stores a choice (an nn layer's
 // GeluApproximation, a loss's Reduction) includes this and not the family, so adding an op to
-// the family does not rebuild it.
+// the family does not rebuild it. Kernels read them too (a loss kernel's Reduction), so they sit
+// at the engine's level, below both ops/ and kernels/.
 #pragma once
 
 namespace ag {
