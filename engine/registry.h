@@ -61,7 +61,7 @@ struct Tolerance {
 // So far for the elementwise entries.
 struct TorchCounterpart {
   enum class Shapes {
-    any,        // one input of a random shape of rank 0-3, empty ones included
+    any,        // inputs of one random shape of rank 0-3, empty ones included
     broadcast,  // two inputs whose random shapes broadcast together
   };
   std::string expression;

@@ -148,7 +148,7 @@ constexpr UnaryOp kRelu{.name = "relu",
                         .derivative =
                             [](const Tensor& g, const Tensor& out) {
                               // out = max(x, 0)  →  dx = g where out > 0
-                              return mul(g, to(gt(out, 0), g.dtype()));
+                              return threshold_backward(g, out);
                             },
                         .domain = kAwayFromZero,
                         .torch = "torch.relu"};
@@ -255,6 +255,22 @@ Tensor sigmoid(const Tensor& x) { return apply(kSigmoid, x); }
 Tensor softplus(const Tensor& x) { return apply(kSoftplus, x); }
 Tensor silu(const Tensor& x) { return apply(kSilu, x); }
 
+// One pass where mul(g, to(gt(out, 0))) took three (a b8 mask, its f32 copy, the product); and a
+// zero, not NaN, where g is infinite and out is not positive, as PyTorch's threshold_backward.
+Tensor threshold_backward(const Tensor& grad, const Tensor& out) {
+  AG_CHECK(grad.defined() && out.defined() && grad.shape() == out.shape(),
+           "threshold_backward: expected grad and out of one shape, got {} and {}",
+           grad.defined() ? shape_str(grad.shape()) : "undefined",
+           out.defined() ? shape_str(out.shape()) : "undefined");
+  Tensor dx = binary_kernel("threshold_backward", grad, out, [](auto g, auto o) { return o > 0 ? g : decltype(g)(0); });
+  record(dx, {"ThresholdBackwardBackward", {.formula = "dx = g where out > 0  →  dg = u where out > 0, dout = 0"}},
+         {grad, out}, {out}, [](const BackwardContext& c) {
+           // dx = g where out > 0, else 0  →  dg = u where out > 0; out only selects (no gradient)
+           return std::vector<Tensor>{c.needs_grad[0] ? threshold_backward(c.grad, c.saved[0]) : Tensor(), Tensor()};
+         });
+  return dx;
+}
+
 Tensor clamp(const Tensor& x, double min, double max) {
   // min > max gives max everywhere (and no gradient), as in PyTorch.
   AG_CHECK(!std::isnan(min) && !std::isnan(max), "clamp: expected bounds that are not NaN, got min={} max={}", min,
@@ -284,6 +300,12 @@ void register_pointwise_ops(Registry& registry) {
                 .shape_sets = UnaryRegistrar(registry).shapes,
                 .differs_from_pytorch = "a NaN bound is an error (PyTorch returns NaN everywhere): a NaN bound is "
                                         "a bug upstream, better named than spread"});
+  registry.add({.name = "threshold_backward",
+                .fn = [](const auto& in) { return threshold_backward(in[0], in[1]); },
+                .make_inputs = real_inputs(Domain{.kinks = {0}}),
+                .shape_sets = {{{3, 4}, {3, 4}}, {{2, 3, 5}, {2, 3, 5}}, {{1}, {1}}, {{}, {}}},
+                .torch = {.expression = "lambda g, out: torch.ops.aten.threshold_backward(g, out, 0)",
+                          .domains = {Domain{}, Domain{.kinks = {0}}}}});
   register_unary_ops(registry, {&kRelu, &kGelu, &kGeluTanh, &kTanh, &kSigmoid, &kSoftplus, &kSilu});
 }
 

@@ -12,6 +12,8 @@ Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor clamp(const Tensor& x, double min, double max);  // min > max: max everywhere, as PyTorch
 Tensor relu(const Tensor& x);
+// relu's derivative, one pass: grad where out > 0, else 0 (PyTorch's threshold_backward at 0).
+Tensor threshold_backward(const Tensor& grad, const Tensor& out);
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);

@@ -126,11 +126,11 @@ def draw(s, domain):
 
 def registry_cases(op, count):
     """`count` cases of an entry with a PyTorch counterpart, its inputs drawn from its domains: one of
-    a random shape of rank 0-3 ("any"), or two whose shapes broadcast together ("broadcast")."""
+    a random shape of rank 0-3 for every input ("any"), or two whose shapes broadcast together ("broadcast")."""
     torch_op = op["torch"]
     fn = eval(torch_op["expression"], {"torch": torch, "F": F})
     for _ in range(count):
-        shapes = [shape()] if torch_op["shapes"] == "any" else broadcast_pair()
+        shapes = [shape()] * len(torch_op["domains"]) if torch_op["shapes"] == "any" else broadcast_pair()
         case(op["name"], "registry", [draw(s, d) for s, d in zip(shapes, torch_op["domains"])], fn)
 
 
