@@ -43,12 +43,26 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
   if (with_bias) bias = register_parameter("bias", init_uniform({out_features}, bound, gen));
 }
 
-Tensor Linear::forward(const Tensor& x) {
+namespace {
+
+void check_linear_input(const Tensor& x, const Tensor& weight) {
   AG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1),
            "Linear: expected input with last dim {} (in_features), got shape {}", weight.size(1),
            x.defined() ? shape_str(x.shape()) : "undefined");
-  Tensor y = matmul(x, weight, false, true);  // (..., in) @ (out, in)ᵀ → (..., out)
-  return bias.defined() ? add(y, bias) : y;
+}
+
+}  // namespace
+
+Tensor Linear::forward(const Tensor& x) {
+  check_linear_input(x, weight);
+  return linear(x, weight, bias);  // (..., in) @ (out, in)ᵀ + (out) → (..., out)
+}
+
+Tensor Linear::forward_relu(const Tensor& x) {
+  return call([&] {
+    check_linear_input(x, weight);
+    return linear(x, weight, bias, Activation::relu);
+  });
 }
 
 std::string Linear::extra_repr() const {

@@ -20,6 +20,9 @@ class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator& gen = default_generator());
   Tensor forward(const Tensor& x) override;
+  // relu(this(x)) as one product with the ReLU in its epilogue (linear in engine/ops/matmul.h), in
+  // this module's scope; its forward hooks see the activated output.
+  Tensor forward_relu(const Tensor& x);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
 

@@ -51,6 +51,24 @@ inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc
       dnnl::matmul(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}}};
 }
 
+// dst = relu?(src @ weights + bias): a Linear layer's product with its epilogue, the bias (1, N)
+// f32 added to the f32 accumulator and the ReLU as an eltwise post-op. src and weights f32, or
+// both bf16, dst f32.
+inline Built make_linear(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                         const dnnl::memory::desc& bias, const dnnl::memory::desc& dst, bool relu) {
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops post_ops;
+    post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(post_ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, bias, dst), attr, cpu_engine());
+  Built built{
+      dnnl::matmul(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}}};
+  if (!bias.is_zero()) built.args.emplace_back(DNNL_ARG_BIAS, bias);
+  return built;
+}
+
 // softmax over `axis` of a dense tensor, inference (we keep the output ourselves). No
 // log_softmax: oneDNN 2.6's loses accuracy (engine/ops/softmax.cpp).
 inline Built make_softmax(const dnnl::memory::desc& data, int axis) {

@@ -354,4 +354,62 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, bool transpose_a, bool t
   return run_matmul(a, b, plan_matmul(a, b, transpose_a, transpose_b), scale);
 }
 
+namespace {
+
+// out (rows, N) = relu?(x (rows, K) @ wᵀ + bias) on oneDNN, w stored (N, K); false if oneDNN does
+// not take this problem.
+bool linear_onednn(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation, Tensor& out) {
+  const int64_t rows = x.size(0), K = x.size(1), N = w.size(0);
+  const bool bf16 = x.dtype() == DType::bf16;
+  const onednn::Dims src_dims{rows, K}, weights_dims{K, N}, weights_strides{1, K}, dst_dims{rows, N};
+  const bool relu = activation == Activation::relu;
+  onednn::Key key{static_cast<int64_t>(onednn::Op::linear), bf16, bias.defined(), relu, rows, K, N};
+  onednn::Primitive* primitive = onednn::cached(std::move(key), rows * K * N, [&] {
+    auto operand = [bf16](const onednn::Dims& dims, const onednn::Dims& strides) {
+      return bf16 ? onednn::bf16_desc(dims, strides) : onednn::f32_desc(dims, strides);
+    };
+    const dnnl::memory::desc bias_desc = bias.defined() ? onednn::f32_desc({1, N}) : dnnl::memory::desc();
+    return onednn::make_linear(operand(src_dims, contiguous_strides(src_dims)), operand(weights_dims, weights_strides),
+                               bias_desc, onednn::f32_desc(dst_dims), relu);
+  });
+  if (primitive == nullptr) return false;
+  onednn::execute(*primitive, {{DNNL_ARG_SRC, x.raw_data()},
+                               {DNNL_ARG_WEIGHTS, w.raw_data()},
+                               {DNNL_ARG_BIAS, bias.defined() ? bias.raw_data() : nullptr},
+                               {DNNL_ARG_DST, out.raw_data()}});
+  return true;
+}
+
+// The epilogue after a product: out (rows, N) += bias, then relu, in place and in one pass.
+template <typename T>
+void add_bias_and_activate(T* out, const T* bias, int64_t rows, int64_t N, Activation activation) {
+  const bool relu = activation == Activation::relu;
+  parallel_for_ranges(rows, N, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      T* row = out + r * N;
+      if (bias != nullptr)
+        for (int64_t j = 0; j < N; ++j) row[j] += bias[j];
+      if (relu)
+        for (int64_t j = 0; j < N; ++j) row[j] = row[j] > 0 ? row[j] : T(0);
+    }
+  });
+}
+
+}  // namespace
+
+Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation) {
+  const MatmulPlan plan = plan_matmul(x, w, false, true);
+  const bool onednn_dtype = x.dtype() == DType::f32 || x.dtype() == DType::bf16;
+  if (onednn_dtype && plan.m * plan.k * plan.n >= kOneDnnMatmulMin && plan.m > kFewRowsMax) {
+    Tensor out = empty(plan.out_shape, DType::f32);
+    if (linear_onednn(x, w, bias, activation, out)) return out;
+  }
+  Tensor out = run_matmul(x, w, plan, 1.0);
+  if (!bias.defined() && activation == Activation::none) return out;
+  dispatch_floating(out.dtype(), "linear", [&]<typename T>() {
+    add_bias_and_activate(out.data<T>(), bias.defined() ? bias.data<T>() : nullptr, plan.m, plan.n, activation);
+  });
+  return out;
+}
+
 }  // namespace ag

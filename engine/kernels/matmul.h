@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "engine/options.h"
 #include "engine/tensor.h"
 
 namespace ag {
@@ -29,5 +30,10 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, const MatmulPlan& plan, doub
 // scale · (a @ b), with matmul's shapes, broadcasting and transposition flags; bf16 operands give
 // an f32 result.
 Tensor matmul_forward(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, double scale);
+
+// relu?(x @ wᵀ + bias) for x (rows, K) and w (N, K), both f32, f64 or both bf16, bias (N) of the
+// result's dtype or undefined: the product with its epilogue fused on oneDNN, or the product, then
+// the bias and the activation in one pass over it. bf16 operands give an f32 result.
+Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation);
 
 }  // namespace ag

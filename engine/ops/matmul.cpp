@@ -8,6 +8,7 @@
 #include "engine/autograd.h"
 #include "engine/kernels/matmul.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
 #include "engine/registry.h"
@@ -91,6 +92,62 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   return out;
 }
 
+namespace {
+
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  AG_CHECK(x.defined() && weight.defined() && weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
+           "linear: expected x (..., in) and weight (out, in) with the same in, got x {} and weight {}",
+           x.defined() ? shape_str(x.shape()) : "undefined",
+           weight.defined() ? shape_str(weight.shape()) : "undefined");
+  AG_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)},
+           "linear: expected bias of shape ({}) for weight {}, got {}", weight.size(0), shape_str(weight.shape()),
+           shape_str(bias.shape()));
+  AG_CHECK(x.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
+           "linear: dtypes differ: x {}, weight {}, bias {}", dtype_name(x.dtype()), dtype_name(weight.dtype()),
+           bias.defined() ? dtype_name(bias.dtype()) : "none");
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  check_linear(x, weight, bias);
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  const bool bf16 = autocast_products(x, weight);
+  const Tensor x_rows =
+      reshape(bf16 ? autocast_operand(x) : x, {x.numel() / std::max<int64_t>(in, 1), in});  // (rows, in)
+  const Tensor w = bf16 ? autocast_operand(weight) : weight;                                // (out, in)
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = reshape(linear_forward(x_rows, w, bias, activation), out_shape);  // (..., out)
+  const bool relu = activation == Activation::relu;
+  record(out,
+         {"LinearBackward",
+          {.bf16 = bf16,
+           .formula = relu ? "out = relu(x Wᵀ + b)  →  gz = g where out > 0, dx = gz W, dW = gzᵀ x, db = Σ gz"
+                           : "out = x Wᵀ + b  →  dx = g W, dW = gᵀ x, db = Σ g (over the rows)"}},
+         {x, weight, bias}, {x_rows, w, relu ? out : Tensor()},
+         [bf16, relu, in, out_features](const BackwardContext& c) {
+           // out = relu?(x @ Wᵀ + b)  →  gz = g where out > 0, dx = gz @ W, dW = gzᵀ @ x, db = Σ_rows gz
+           AG_CHECK(!(bf16 && grad_enabled()),
+                    "linear ran in bf16 (under AutocastGuard): its backward cannot be differentiated again "
+                    "(create_graph); compute higher-order gradients in f32");
+           const Tensor& x_rows = c.saved[0];  // (rows, in), bf16 under autocast
+           const Tensor& w = c.saved[1];       // (out, in)
+           const Tensor gz = reshape(relu ? threshold_backward(c.grad, c.saved[2]) : c.grad,
+                                     {x_rows.size(0), out_features});  // (rows, out)
+           const Tensor g_operand = bf16 ? to(gz, DType::bf16) : gz;
+           const auto product = [](const Tensor& a, const Tensor& b, bool ta) {
+             return grad_enabled() ? matmul(a, b, ta, false) : matmul_forward(a, b, ta, false, 1.0);
+           };
+           std::vector<Tensor> grads(3);
+           if (c.needs_grad[0]) grads[0] = reshape(product(g_operand, w, false), c.inputs[0].shape);  // (..., in)
+           if (c.needs_grad[1]) grads[1] = product(g_operand, x_rows, true);                          // (out, in)
+           if (c.needs_grad[2]) grads[2] = sum(gz, {0});                                              // (out)
+           return grads;
+         });
+  return out;
+}
+
 void register_matmul_ops(Registry& registry) {
   auto product = [](bool ta, bool tb) {
     return [ta, tb](const std::vector<Tensor>& in) { return matmul(in[0], in[1], ta, tb); };
@@ -121,6 +178,21 @@ void register_matmul_ops(Registry& registry) {
   const std::vector<std::vector<Shape>> tatb_shapes = {
       {{4, 3}, {5, 4}}, {{1, 2}, {3, 1}}, {{2, 4, 3}, {5, 4}}, {{4, 3}, {2, 5, 4}}, {{2, 1, 4, 3}, {3, 2, 4}}};
   registry.add({"matmul_ta", product(true, false), real_inputs(), ta_shapes});
+  // x (..., in), weight (out, in), bias (out); the last set takes oneDNN's path in f32 (≥ 8192 multiply-adds).
+  const std::vector<std::vector<Shape>> linear_shapes = {{{3, 4}, {5, 4}, {5}},
+                                                         {{2, 3, 4}, {2, 4}, {2}},
+                                                         {{4}, {3, 4}, {3}},
+                                                         {{1, 1}, {1, 1}, {1}},
+                                                         {{40, 16}, {24, 16}, {24}}};
+  auto linear_of = [](Activation activation) {
+    return [activation](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2], activation); };
+  };
+  registry.add({"linear", linear_of(Activation::none), real_inputs(), linear_shapes});
+  registry.add({"linear_relu", linear_of(Activation::relu), real_inputs(), linear_shapes});
+  std::vector<std::vector<Shape>> no_bias_shapes;
+  for (const auto& set : linear_shapes) no_bias_shapes.push_back({set[0], set[1]});
+  registry.add({"linear_no_bias", [](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, real_inputs(),
+                no_bias_shapes});
   registry.add({"matmul_tb", product(false, true), real_inputs(), tb_shapes});
   registry.add({"matmul_tatb", product(true, true), real_inputs(), tatb_shapes});
 }

@@ -11,9 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
+#include "engine/kernels/bf16.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
 #include "engine/threads.h"
@@ -274,6 +277,64 @@ TEST(MatmulOps, Errors) {
         matmul(zeros({2, 3, 4}), zeros({3, 4, 5}));
       },
       {"matmul", "batch", "(2)", "(3)", "(2,3,4) @ (3,4,5)"});
+}
+
+// linear's forward and its three gradients against its reference, the composition it fuses
+// (matmul, add, relu): the same numbers, bit for bit, on the oneDNN path (rows·in·out ≥ 8192) and
+// on the loops, with and without bias and activation, the input 2-D or 3-D.
+void expect_linear_equals_composition(const Shape& x_shape, int64_t out_features, bool with_bias, Activation activation,
+                                      bool bf16 = false) {
+  const AutocastGuard autocast(bf16);
+  Generator gen(5);
+  const int64_t in = x_shape.back();
+  Tensor x = randn(x_shape, DType::f32, gen).requires_grad_();
+  Tensor w = randn({out_features, in}, DType::f32, gen).requires_grad_();
+  Tensor b = with_bias ? randn({out_features}, DType::f32, gen).requires_grad_() : Tensor();
+  Shape out_shape = x_shape;
+  out_shape.back() = out_features;
+  const Tensor u = randn(out_shape, DType::f32, gen);  // the gradient arriving at the output
+  const Tensor fused = linear(x, w, b, activation);
+  sum(mul(fused, u)).backward();
+  const std::vector<Tensor> fused_grads = {x.grad(), w.grad(), with_bias ? b.grad() : Tensor()};
+  for (Tensor* t : {&x, &w, &b})
+    if (t->defined()) t->set_grad({});
+  Tensor composed = matmul(x, w, false, true);
+  if (with_bias) composed = add(composed, b);
+  if (activation == Activation::relu) composed = relu(composed);
+  sum(mul(composed, u)).backward();
+  SCOPED_TRACE(fmt::format("x {} out {} bias {} relu {} bf16 {}", shape_str(x_shape), out_features, with_bias,
+                           activation == Activation::relu, bf16));
+  EXPECT_EQ(fused.to_vector(), composed.to_vector());
+  EXPECT_EQ(fused_grads[0].to_vector(), x.grad().to_vector());
+  EXPECT_EQ(fused_grads[1].to_vector(), w.grad().to_vector());
+  if (with_bias) {
+    EXPECT_EQ(fused_grads[2].to_vector(), b.grad().to_vector());
+  }
+}
+
+TEST(LinearOps, FusedEqualsTheCompositionBitForBit) {
+  for (const Shape& x_shape : {Shape{3, 4}, Shape{2, 64, 48}, Shape{300, 40}})
+    for (const bool with_bias : {true, false})
+      for (const Activation activation : {Activation::none, Activation::relu})
+        expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, with_bias, activation);
+}
+
+TEST(LinearOps, FusedEqualsTheCompositionUnderAutocast) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16)";
+  for (const Shape& x_shape : {Shape{3, 4}, Shape{2, 64, 48}, Shape{300, 40}})
+    for (const Activation activation : {Activation::none, Activation::relu})
+      expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, true, activation, true);
+}
+
+TEST(LinearOps, Errors) {
+  expect_error(
+      [] {
+        linear(zeros({2, 3}), zeros({4, 5}));
+      },
+      {"linear", "x (..., in) and weight (out, in)", "(2,3)", "(4,5)"});
+  expect_error([] { linear(zeros({2, 3}), zeros({4, 3}), zeros({3})); }, {"linear", "bias of shape (4)", "(3)"});
+  expect_error([] { linear(zeros({2, 3}), zeros({4, 3}, DType::f64)); }, {"linear", "dtypes differ", "f32", "f64"});
+  expect_error([] { linear(zeros({2, 3}), zeros({3})); }, {"linear", "weight (out, in)", "(3)"});
 }
 
 }  // namespace

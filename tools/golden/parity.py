@@ -597,6 +597,21 @@ def layer_norm_backward_family():
                 case(op, "registry", ins, native_layer_norm_backward, f32=f32)
 
 
+def linear_family():
+    """linear (engine/ops/matmul.h: the product with the bias and activation as its epilogue) against
+    F.linear and F.relu(F.linear(...)); f32 cases at oneDNN's sizes too. Last in the file, so that the
+    cases before keep their cotangents."""
+    for op in ["linear", "linear_relu", "linear_no_bias"]:
+        with stream_of(op):
+            for f32 in [False] * 12 + [True] * 3:
+                rows, k, n = (R.randint(16, 40), R.randint(24, 64), R.randint(16, 40)) if f32 else \
+                    (R.randint(1, 5), R.randint(1, 5), R.randint(1, 5))
+                lead = R.choice([[], [2]]) if not f32 else [2]
+                ins = [real(lead + [rows, k]), real([n, k])] + ([] if op == "linear_no_bias" else [real([n])])
+                fn = (lambda x, w, b: F.relu(F.linear(x, w, b))) if op == "linear_relu" else F.linear
+                case(op, "registry", ins, fn, f32=f32)
+
+
 def encode(v):
     """JSON has no infinity: ±inf become the strings "inf" and "-inf"."""
     if isinstance(v, dict):
@@ -635,6 +650,7 @@ def main():
     from_registry()
     softmax_backward_family()
     layer_norm_backward_family()
+    linear_family()
     tensors, meta = {}, []
     for n, c in enumerate(CASES):
         xs, out = run(c, torch.float64)
