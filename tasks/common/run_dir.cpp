@@ -153,6 +153,18 @@ void lock_output_folder(const std::string& out) {
        known ? std::to_string(holder.l_pid) : "unknown");
 }
 
+// Refuses a folder where the run's files (config.json, metrics.csv, the checkpoints) would replace
+// one of its inputs (Note [inputs are not outputs] in engine/io.h), before any work. The checkpoint
+// a run continues in its own folder (`resumed`: that last.safetensors) is its to replace.
+void check_no_input_replaced(const std::string& out, const std::string& resumed) {
+  const std::string last = out + "/" + file_name(nn::RunFile::last_checkpoint);
+  std::error_code error;
+  if (!resumed.empty() && std::filesystem::equivalent(resumed, last, error)) forget_input(resumed);
+  for (const nn::RunFile file :
+       {nn::RunFile::config, nn::RunFile::metrics, nn::RunFile::last_checkpoint, nn::RunFile::best_checkpoint})
+    check_not_an_input(out + "/" + file_name(file));
+}
+
 }  // namespace
 
 RunDir::RunDir(const std::string& resume) : resumed_folder_(resume) {
@@ -227,6 +239,7 @@ std::string RunDir::resumed_config(const std::string& config, const nn::TrainerO
 }
 
 void RunDir::claim(const std::string& out, const std::string& config) {
+  check_no_input_replaced(out, resuming() ? resumed_folder_ + "/" + file_name(nn::RunFile::last_checkpoint) : "");
   create_output_folder(out);
   check_empty_or_a_run(out);
   check_not_another_run(out, config);

@@ -484,14 +484,13 @@ int train(const G2POptions& options) {
 }
 
 int eval(const EvalOptions& options) {
-  if (!options.report.empty())
-    tasks::check_not_an_input(options.report, "--report", {options.checkpoint, options.data});
   Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
            "eval g2p: --split must be test, val or train, got '{}'", options.split);
   const std::string data =
       options.data.empty() ? tasks::config_string(trained.config, "data", options.checkpoint, "") : options.data;
   const Lexicon lexicon = load_lexicon(data, tasks::config_bool(trained.config, "stress", options.checkpoint));
+  if (!options.report.empty()) check_not_an_input(options.report);  // before decoding, not after
   const Split split = options.split == "test" ? Split::test : options.split == "val" ? Split::val : Split::train;
   const EvalSet set = eval_set(lexicon, split, trained.source, trained.target, 0);
   AG_CHECK(!set.words.empty(), "{}: its {} split is empty", lexicon.path, options.split);

@@ -382,7 +382,6 @@ int eval(const EvalOptions& options) {
 }
 
 int predict(const PredictOptions& options) {
-  tasks::check_not_an_input(options.explain, "--explain", {options.checkpoint, options.file});
   AG_CHECK(options.texts.empty() != options.file.empty(), "predict: give either texts or --file, not {}",
            options.texts.empty() ? "neither" : "both");
   std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
