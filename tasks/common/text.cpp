@@ -38,6 +38,13 @@ std::string data_file_sha256(const std::string& path) {
   return it->second;
 }
 
+std::string recorded_data_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::canonical(path, error);
+  return error ? std::filesystem::absolute(path, error).lexically_normal().string() : resolved.string();
+}
+
 std::string read_file(const std::string& path) {
   AG_CHECK(!path.empty(), "no data file given (an empty path)");
   std::error_code error;

@@ -22,6 +22,10 @@ std::string read_file(const std::string& path);
 // config stores it (data_sha256: --resume and eval notice a file rewritten in place), a cached
 // corpus is checked against its pinned one.
 std::string read_data_file(const std::string& path);
+// The path a run records for its data (config.json's "data"): "" (the task's own data) stays "";
+// another is made absolute and resolved (symlinks, `..`), so an eval or --resume from another folder
+// never reads another file of the same name.
+std::string recorded_data_path(const std::string& path);
 // The data files this process has read, in order, with the sha256 (hex) of their contents.
 const std::vector<std::pair<std::string, std::string>>& data_files_read();
 // The sha256 of what read_data_file last read from `path` (an error if it has read nothing there).

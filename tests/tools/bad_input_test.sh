@@ -456,8 +456,7 @@ cp "$work/text.txt" "$scratch/inplace.txt"
 cp "$work/rewritten.txt" "$scratch/inplace.txt"
 expect "the rewritten text has the same size" test "$(stat -c %s "$work/text.txt")" -eq "$(stat -c %s "$scratch/inplace.txt")"
 cases=$((cases + 1))
-check "charlm --resume: a data file rewritten in place is refused" 1 "the checkpoint's data_sha256 is" -- "$attograd" train charlm --resume "$scratch/inplace" --iters 4 --quiet
-expect "... naming --data" grep -q "(set by --data, whose content differs)" <<<"$last_output"
+check "charlm --resume: a data file rewritten in place is refused" 1 "cannot resume: the data $scratch/inplace.txt changed since the run began: its sha256 is \"$(sha256sum <"$scratch/inplace.txt" | cut -d' ' -f1)\", the run recorded \"$(sha256sum <"$work/text.txt" | cut -d' ' -f1)\"" -- "$attograd" train charlm --resume "$scratch/inplace" --iters 4 --quiet
 cases=$((cases + 1))
 check "eval charlm: says the data is not the run's" 0 "is not the data $scratch/inplace/last.safetensors was trained on" -- "$attograd" eval charlm --checkpoint "$scratch/inplace/last.safetensors"
 
@@ -564,6 +563,50 @@ cp -r "$g2p_run" "$work/trap-g2p" && rm "$work/trap-g2p/best.safetensors" && ln 
 bad "train g2p: the --out's best.safetensors is a hard link to --data" 1 "$work/trap-g2p/best.safetensors: is the same file as $work/pairs.tsv" -- "${g2p_tiny[@]}" --data "$work/pairs.tsv" --epochs 1 --out "$work/trap-g2p"
 mkdir -p "$work/trap-resume" && ln "$work/text.txt" "$work/trap-resume/metrics.csv"
 bad "train charlm --resume: the data carried over from the checkpoint is an output" 1 "$work/trap-resume/metrics.csv: is the same file as $work/text.txt" -- "$attograd" train charlm --resume "$charlm" --out "$work/trap-resume" --iters 4 --quiet
+
+echo "== every run knows its data"
+# A g2p run records its data's sha256 and word count; a relative data path is recorded resolved, so
+# eval from another folder (one with a file of the same name) reads the run's file.
+sha() { sha256sum <"$1" | cut -d' ' -f1; }
+cases=$((cases + 1))
+check "train g2p from the data's folder with a relative --data" 0 "test (greedy)" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "${g2p_tiny[@]}" --data pairs.tsv --epochs 1 --out "$scratch/rel-g2p"
+expect "g2p records its data resolved, its sha256 and word count" python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["data"] == sys.argv[2] and c["data_sha256"] == sys.argv[3] and c["data_words"] == 48))' "$scratch/rel-g2p/config.json" "$work/pairs.tsv" "$(sha "$work/pairs.tsv")"
+cases=$((cases + 1))
+check "train charlm with a relative --data" 0 "final validation loss" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "$attograd" train charlm --data text.txt --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 --width 8 --out "$scratch/rel-charlm" --quiet
+expect "charlm records its data resolved" grep -q "\"data\": \"$work/text.txt\"" "$scratch/rel-charlm/config.json"
+cases=$((cases + 1))
+check "eval charlm from a folder with another text.txt reads the run's" 0 "of $work/text.txt" -- bash -c 'cd "$1" && shift && "$@"' _ "$data" "$attograd" eval charlm --checkpoint "$scratch/rel-charlm/last.safetensors"
+expect "... without a note" test -z "$(grep note <<<"$last_output")"
+cases=$((cases + 1))
+check "train sentiment with a relative --data" 0 "test sentences right" -- bash -c 'cd "$1" && shift && "$@"' _ "$data" "$attograd" train sentiment --data lf.tsv --epochs 1 --batch-size 4 --out "$scratch/rel-sentiment" --quiet
+expect "sentiment records its data resolved" grep -q "\"data\": \"$data/lf.tsv\"" "$scratch/rel-sentiment/config.json"
+# A run whose data an older version recorded relative resumes from the folder it ran in.
+mkdir -p "$scratch/old-relative" && cp "$charlm/config.json" "$scratch/old-relative/"
+edit "$charlm/last.safetensors" "$scratch/old-relative/last.safetensors" config data '"text.txt"'
+cases=$((cases + 1))
+check "charlm --resume of a run that recorded its data relative" 0 "final validation loss" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "$attograd" train charlm --resume "$scratch/old-relative" --iters 4 --quiet
+expect "... and records it resolved" grep -q "\"data\": \"$work/text.txt\"" "$scratch/old-relative/config.json"
+# --resume refuses data that changed since the run began, naming the file and both digests.
+cp "$work/pairs.tsv" "$scratch/g2p-inplace.tsv"
+"${g2p_tiny[@]}" --data "$scratch/g2p-inplace.tsv" --epochs 1 --out "$scratch/g2p-inplace" >/dev/null 2>&1
+sed -i '1s/T A C$/C A T/' "$scratch/g2p-inplace.tsv"
+cases=$((cases + 1))
+check "g2p --resume: data rewritten in place is refused" 1 "--resume $scratch/g2p-inplace: cannot resume: the data $scratch/g2p-inplace.tsv changed since the run began: its sha256 is \"$(sha "$scratch/g2p-inplace.tsv")\", the run recorded \"$(sha "$work/pairs.tsv")\"" -- "${g2p_tiny[@]}" --resume "$scratch/g2p-inplace" --epochs 2
+cp "$data/lf.tsv" "$scratch/sentiment-inplace.tsv"
+"$attograd" train sentiment --data "$scratch/sentiment-inplace.tsv" --epochs 1 --batch-size 4 --out "$scratch/sentiment-inplace" --quiet >/dev/null 2>&1
+sed -i '1s/^1/0/' "$scratch/sentiment-inplace.tsv"
+cases=$((cases + 1))
+check "sentiment --resume: data rewritten in place is refused" 1 "cannot resume: the data $scratch/sentiment-inplace.tsv changed since the run began: its sha256 is \"$(sha "$scratch/sentiment-inplace.tsv")\", the run recorded \"$(sha "$data/lf.tsv")\"" -- "$attograd" train sentiment --resume "$scratch/sentiment-inplace" --epochs 2 --quiet
+# eval on other data than the run's says so before its figures (a note, not a refusal).
+cases=$((cases + 1))
+check "eval g2p: its run's data rewritten in place: a note" 0 "note: $scratch/g2p-inplace.tsv is not the data $scratch/g2p-inplace/last.safetensors was trained on (its sha256 is $(sha "$scratch/g2p-inplace.tsv"), the run's $(sha "$work/pairs.tsv")): the figures below are not the run's" -- "$attograd" --threads 1 eval g2p --checkpoint "$scratch/g2p-inplace/last.safetensors" --split val
+expect "... before the figures" test "$(grep -n '^note' <<<"$last_output" | cut -d: -f1)" -lt "$(grep -n 'PER' <<<"$last_output" | head -n 1 | cut -d: -f1)"
+head -n 30 "$work/pairs.tsv" >"$scratch/other-pairs.tsv"
+cases=$((cases + 1))
+check "eval g2p --data other pairs: a note" 0 "note: $scratch/other-pairs.tsv is not the data $g2p_run/last.safetensors was trained on" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --data "$scratch/other-pairs.tsv" --split val
+cases=$((cases + 1))
+check "eval g2p on the run's data: no note" 0 "PER" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --split val
+expect "... none" test -z "$(grep note <<<"$last_output")"
 
 echo "== resume"
 # A resumed run keeps its settings: a flag not given is carried over from the checkpoint, a flag
