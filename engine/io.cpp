@@ -4,11 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "engine/error.h"
@@ -121,7 +125,63 @@ void stream_into(const OutputTarget& target, const std::string& path, std::strin
   AG_CHECK(closed, "{}: could not be written: close failed: {}", path, std::strerror(errno));
 }
 
+// Note [inputs are not outputs] (io.h): a file is known by its device and inode, which every path to
+// it shares (a hard link, a symlink followed, `..`).
+struct FileId {
+  dev_t device;
+  ino_t inode;
+  bool operator==(const FileId&) const = default;
+};
+
+// The regular file `path` is, after following symlinks; nothing for a new name, a device or a FIFO.
+std::optional<FileId> regular_file_id(const std::string& path) {
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0 || !S_ISREG(status.st_mode)) return std::nullopt;
+  return FileId{status.st_dev, status.st_ino};
+}
+
+// The inputs noted (each with the path it was read by) and the file this process last wrote at each
+// path (by path: a run replaces its checkpoints every epoch, each time a new inode).
+struct ProcessFiles {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, FileId>> inputs;
+  std::map<std::string, FileId> written;
+};
+
+ProcessFiles& process_files() {
+  static ProcessFiles files;
+  return files;
+}
+
 }  // namespace
+
+void note_input(const std::string& path) {
+  const std::optional<FileId> id = regular_file_id(path);
+  if (!id) return;
+  ProcessFiles& files = process_files();
+  const std::lock_guard<std::mutex> lock(files.mutex);
+  const auto written_here = [&](const auto& file) { return file.second == *id && regular_file_id(file.first) == id; };
+  if (std::none_of(files.written.begin(), files.written.end(), written_here)) files.inputs.emplace_back(path, *id);
+}
+
+void check_not_an_input(const std::string& output) {
+  const std::optional<FileId> id = regular_file_id(output);
+  if (!id) return;
+  ProcessFiles& files = process_files();
+  const std::lock_guard<std::mutex> lock(files.mutex);
+  for (const auto& [input, input_id] : files.inputs)
+    AG_CHECK(input_id != *id || regular_file_id(input) != id,
+             "{}: is the same file as {}, an input of this command, which writing would destroy; choose another "
+             "file",
+             output, input);
+}
+
+void forget_input(const std::string& path) {
+  const std::optional<FileId> id = regular_file_id(path);
+  ProcessFiles& files = process_files();
+  const std::lock_guard<std::mutex> lock(files.mutex);
+  std::erase_if(files.inputs, [&](const auto& input) { return input.second == id; });
+}
 
 std::string create_temporary_file(const std::string& stem) {
   std::string path;
@@ -130,6 +190,7 @@ std::string create_temporary_file(const std::string& stem) {
 }
 
 void write_file_atomically(const std::string& requested, const std::string& bytes, Durability durability) {
+  check_not_an_input(requested);
   const OutputTarget target = output_target(requested);
   if (target.stream) return stream_into(target, requested, bytes);
   const std::string& path = target.file;
@@ -150,6 +211,11 @@ void write_file_atomically(const std::string& requested, const std::string& byte
   }
   if (::close(fd) != 0) fail_removing_temporary("close", errno);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) fail_removing_temporary("rename", errno);
+  if (const std::optional<FileId> id = regular_file_id(path)) {
+    ProcessFiles& files = process_files();
+    const std::lock_guard<std::mutex> lock(files.mutex);
+    files.written[path] = *id;
+  }
   if (durability == Durability::synced) sync_to_disk({path});  // the rename: the folder's entry
 }
 

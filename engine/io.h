@@ -1,5 +1,6 @@
 // Writing files: the one writer of every file attograd makes (checkpoints, CSV, JSON, SVG, HTML),
-// atomically; the run folder; a temporary file for another program; fsync of what was written.
+// atomically, never over one of the command's inputs; the run folder; a temporary file for another
+// program; fsync of what was written.
 #pragma once
 
 #include <string>
@@ -17,13 +18,28 @@ namespace ag {
 // - a character device, a FIFO, `-` (standard output), or the file this process's standard output
 //   or error is (`/dev/stdout` redirected to a file): streamed into, never replaced; a FIFO that no
 //   process reads is refused rather than waited for;
-// - a folder, a block device, a socket, a symlink loop or into a missing folder: refused, untouched.
+// - a folder, a block device, a socket, a symlink loop or into a missing folder: refused, untouched;
+// - one of this process's inputs (note_input), by any path: refused, untouched.
 // Durability::synced (the default) also fsyncs a replaced file and its folder before returning;
 // Durability::deferred does not (a training run writes checkpoints every epoch, and an fsync costs
 // milliseconds: it calls sync_to_disk once at the end).
 enum class Durability { synced, deferred };
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            Durability durability = Durability::synced);
+
+// Note [inputs are not outputs]: no command writes over a file it reads. Every reader of a file a
+// command takes in (data: tasks::read_data_file; checkpoints and models: load_safetensors) calls
+// note_input, so a new reader cannot forget it, and write_file_atomically, the one writer, refuses an
+// output that is the same file as a noted input (the same device and inode after following symlinks:
+// a hard link, a symlink or a `..` path is the same file), naming both. An input is a file from
+// outside: one this process wrote itself (a run reading back its best.safetensors) is not noted.
+void note_input(const std::string& path);
+// Refuses `output` if it is one of the noted inputs (as they are now: an input since deleted or
+// replaced is not). write_file_atomically calls it; a command calls it early to refuse before long
+// work, as the run folder does for its files when it is claimed.
+void check_not_an_input(const std::string& output);
+// Takes `path` off the inputs: a run continuing in its own folder replaces the checkpoint it read.
+void forget_input(const std::string& path);
 
 // Creates a new empty file `stem`.XXXXXX (mkstemp: exclusively, never through a planted symlink)
 // and returns its path: a temporary file for another program to write (graph's `dot -o`).

@@ -309,6 +309,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
            "{}: is not a regular file, expected a safetensors file", path);
   std::ifstream in(path, std::ios::binary);
   AG_CHECK(in.good(), "{}: cannot open for reading: {}", path, std::strerror(errno));
+  note_input(path);  // Note [inputs are not outputs]
   in.seekg(0, std::ios::end);
   const std::streamoff end = in.tellg();
   AG_CHECK(end >= 0, "{}: cannot find the file's size", path);

@@ -190,7 +190,7 @@ std::string task_settings(const CharLMOptions& o, const nn::GPTConfig& model, co
   nlohmann::json settings = model_json(model);
   settings.update({{"task", "charlm"},
                    {"model", "gpt"},
-                   {"data", text.path},
+                   {"data", tasks::recorded_data_path(text.path)},
                    {"data_chars", text.chars.size()},
                    {"data_sha256", text.sha256},
                    {"iters", o.iters},
@@ -435,11 +435,7 @@ int eval(const EvalOptions& options) {
            "eval charlm: --split must be val, train or all, got '{}'", options.split);
   const Text text =
       options.data.empty() ? checkpoint_data(trained.config, options.checkpoint) : load_text(options.data);
-  const std::string trained_on = tasks::config_string(trained.config, "data_sha256", options.checkpoint, "");
-  if (!trained_on.empty() && trained_on != text.sha256)
-    fmt::print(stderr,
-               "note: {} is not the data {} was trained on (sha256 {}, the run's {}): its split is not the run's\n",
-               text.path, options.checkpoint, text.sha256, trained_on);
+  tasks::note_if_not_the_runs_data(trained.config, options.checkpoint, text.path);
   const std::vector<int64_t> ids = trained.vocabulary.encode(text.chars, text.path, options.drop_unknown);
   const Split split = split_90_10(ids);
   const std::vector<int64_t>& part = options.split == "val" ? split.val : options.split == "train" ? split.train : ids;

@@ -65,4 +65,14 @@ void check_checkpoint_task(const nlohmann::json& config, const std::string& task
   AG_CHECK(found == task, "{}: a checkpoint of task '{}', expected '{}'", path, printable(found), task);
 }
 
+void note_if_not_the_runs_data(const nlohmann::json& config, const std::string& path, const std::string& data) {
+  const std::string recorded = config_string(config, "data_sha256", path, "");
+  const std::string found = data_file_sha256(data);
+  if (!recorded.empty() && recorded != found)
+    fmt::print(stderr,
+               "note: {} is not the data {} was trained on (its sha256 is {}, the run's {}): the figures below are "
+               "not the run's\n",
+               data, path, found, recorded);
+}
+
 }  // namespace ag::tasks

@@ -24,4 +24,9 @@ bool config_bool(const nlohmann::json& config, const std::string& key, const std
 // Refuses a checkpoint whose config's "task" is not `task`.
 void check_checkpoint_task(const nlohmann::json& config, const std::string& task, const std::string& path);
 
+// Before an evaluation's figures: a note on stderr when the data read (read_data_file) from `data`
+// is not what the run of the checkpoint `path` recorded (its config's data_sha256; nothing when the
+// run recorded none), naming the file, both digests, and that the figures are not the run's.
+void note_if_not_the_runs_data(const nlohmann::json& config, const std::string& path, const std::string& data);
+
 }  // namespace ag::tasks

@@ -136,6 +136,13 @@ void check_not_another_run(const std::string& out, const std::string& config) {
 // Holds a write lock on OUT/.attograd.lock until the process ends, so two runs never write into one
 // folder. An fcntl lock: the kernel drops it when the process ends however it ends, tells a
 // second run the holder's pid, and lets this process take it again (tests train twice).
+// A run's "data" recorded relative by an older version (a file of the folder it ran in) is the file
+// this run reads if it resolves to the path now recorded (tasks::recorded_data_path).
+bool same_data_file(const std::string& key, const nlohmann::json& saved, const nlohmann::json& current) {
+  return key == "data" && saved.is_string() && current.contains(key) && current[key].is_string() &&
+         recorded_data_path(saved.get<std::string>()) == current[key].get<std::string>();
+}
+
 void lock_output_folder(const std::string& out) {
   const std::string path = out + "/.attograd.lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -151,6 +158,18 @@ void lock_output_folder(const std::string& out) {
   AG_CHECK(error == EACCES || error == EAGAIN, "--out {}: cannot lock {}: {}", out, path, std::strerror(error));
   fail("--out {}: another run (pid {}) is writing to this folder; wait for it to end or choose another --out", out,
        known ? std::to_string(holder.l_pid) : "unknown");
+}
+
+// Refuses a folder where the run's files (config.json, metrics.csv, the checkpoints) would replace
+// one of its inputs (Note [inputs are not outputs] in engine/io.h), before any work. The checkpoint
+// a run continues in its own folder (`resumed`: that last.safetensors) is its to replace.
+void check_no_input_replaced(const std::string& out, const std::string& resumed) {
+  const std::string last = out + "/" + file_name(nn::RunFile::last_checkpoint);
+  std::error_code error;
+  if (!resumed.empty() && std::filesystem::equivalent(resumed, last, error)) forget_input(resumed);
+  for (const nn::RunFile file :
+       {nn::RunFile::config, nn::RunFile::metrics, nn::RunFile::last_checkpoint, nn::RunFile::best_checkpoint})
+    check_not_an_input(out + "/" + file_name(file));
 }
 
 }  // namespace
@@ -191,12 +210,18 @@ std::string RunDir::resumed_config(const std::string& config, const nn::TrainerO
   nlohmann::json current = nlohmann::json::parse(config);
   nlohmann::json changed = nlohmann::json::object();
   std::vector<std::string> keys = {"task", "model"};  // first: other keys differ when these do
+  for (const char* key : {"data", "data_sha256"})     // then the data: its counts differ when its content does
+    if (saved.contains(key)) keys.push_back(key);
   for (const auto& [key, _] : saved.items())
-    if (key != "task" && key != "model" && key != "resumed") keys.push_back(key);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end() && key != "resumed") keys.push_back(key);
   for (const std::string& key : keys) {
     const nlohmann::json value = saved.value(key, nlohmann::json("(none)"));
     const std::string now = current.contains(key) ? current[key].dump() : "(none)";
-    if (now == value.dump()) continue;
+    if (now == value.dump() || same_data_file(key, value, current)) continue;
+    AG_CHECK(key != "data_sha256",
+             "--resume {}: cannot resume: the data {} changed since the run began: its sha256 is {}, the run "
+             "recorded {}; resume with the run's data, or start a new run in another --out",
+             folder, printable(current.value("data", "")), printable(now), printable(value.dump()));
     AG_CHECK(may_change_on_resume(key),
              "--resume {}: cannot resume: the checkpoint's {} is {}, this run's is {} (set by {}); a resumed run "
              "keeps the checkpoint's settings: leave the flag out, or start a new run in another --out",
@@ -227,6 +252,7 @@ std::string RunDir::resumed_config(const std::string& config, const nn::TrainerO
 }
 
 void RunDir::claim(const std::string& out, const std::string& config) {
+  check_no_input_replaced(out, resuming() ? resumed_folder_ + "/" + file_name(nn::RunFile::last_checkpoint) : "");
   create_output_folder(out);
   check_empty_or_a_run(out);
   check_not_another_run(out, config);

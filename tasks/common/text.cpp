@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/io.h"
 #include "tasks/common/corpus.h"
 
 namespace ag::tasks {
@@ -23,6 +24,7 @@ std::vector<std::pair<std::string, std::string>>& data_files() {
 
 std::string read_data_file(const std::string& path) {
   std::string bytes = read_file(path);
+  note_input(path);  // Note [inputs are not outputs] (engine/io.h)
   data_files().emplace_back(path, sha256_hex(bytes));
   return bytes;
 }
@@ -34,6 +36,13 @@ std::string data_file_sha256(const std::string& path) {
   const auto it = std::find_if(files.rbegin(), files.rend(), [&](const auto& file) { return file.first == path; });
   AG_CHECK(it != files.rend(), "{}: no digest: the file has not been read as data", path);
   return it->second;
+}
+
+std::string recorded_data_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::canonical(path, error);
+  return error ? std::filesystem::absolute(path, error).lexically_normal().string() : resolved.string();
 }
 
 std::string read_file(const std::string& path) {
@@ -50,14 +59,6 @@ std::string read_file(const std::string& path) {
   text << in.rdbuf();
   AG_CHECK(!in.bad(), "{}: cannot read the data file", path);
   return text.str();
-}
-
-void check_not_an_input(const std::string& output, const std::string& flag, const std::vector<std::string>& inputs) {
-  for (const std::string& input : inputs) {
-    std::error_code error;  // false, not an error, when either does not exist
-    AG_CHECK(input.empty() || !std::filesystem::equivalent(output, input, error),
-             "{} {}: is the input file {}, which writing would destroy; choose another file", flag, output, input);
-  }
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // Text files as the tasks read them: whole files read safely, as people have them (a UTF-8 byte
 // order mark, LF, CRLF or CR line endings), checked to be UTF-8 once with the file, line and byte
 // offset of the first invalid sequence, decoded to code points and encoded back; file text made
-// safe to quote in a message; and outputs that must not replace inputs.
+// safe to quote in a message.
 #pragma once
 
 #include <cstdint>
@@ -12,21 +12,24 @@
 
 namespace ag::tasks {
 
-// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end).
+// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end). Not an
+// input of the command (a run folder's config.json, which the run replaces): read data with
+// read_data_file.
 std::string read_file(const std::string& path);
-// read_file for the data a run trains on: the file and its content's sha256 are recorded, the one
-// digest of data: the ranks of a data-parallel job compare them (they read the same data), a run's
+// read_file for the data a command reads: noted as an input (Note [inputs are not outputs] in
+// engine/io.h: nothing the command writes may replace it); the file and its content's sha256 are
+// recorded, the one digest of data: the ranks of a data-parallel job compare them (they read the same data), a run's
 // config stores it (data_sha256: --resume and eval notice a file rewritten in place), a cached
 // corpus is checked against its pinned one.
 std::string read_data_file(const std::string& path);
+// The path a run records for its data (config.json's "data"): "" (the task's own data) stays "";
+// another is made absolute and resolved (symlinks, `..`), so an eval or --resume from another folder
+// never reads another file of the same name.
+std::string recorded_data_path(const std::string& path);
 // The data files this process has read, in order, with the sha256 (hex) of their contents.
 const std::vector<std::pair<std::string, std::string>>& data_files_read();
 // The sha256 of what read_data_file last read from `path` (an error if it has read nothing there).
 std::string data_file_sha256(const std::string& path);
-
-// Refuses an output file (`flag` names it) that is one of `inputs` (the same file by any path or
-// link): writing it would destroy what the command reads.
-void check_not_an_input(const std::string& output, const std::string& flag, const std::vector<std::string>& inputs);
 
 // A text file's content: read_data_file, then as_text.
 std::string read_text_file(const std::string& path);

@@ -208,13 +208,15 @@ ModelConfig model_config_of(const nlohmann::json& config, const std::string& sou
 }
 
 std::string task_settings(const G2POptions& o, const ModelConfig& model, const Lexicon& lexicon) {
-  // data_words: a resume refuses data that changed since the run began.
+  // data_words, data_sha256: a resume refuses data that changed since the run began; eval notes
+  // other data.
   nlohmann::json settings = model_json(model);
   settings.update({{"task", "g2p"},
                    {"model", "transformer"},
                    {"preset", o.preset},
-                   {"data", o.data},  // "": CMUdict from the data cache
+                   {"data", tasks::recorded_data_path(o.data)},  // "": CMUdict from the data cache
                    {"data_words", lexicon.words.size()},
+                   {"data_sha256", tasks::data_file_sha256(lexicon.path)},
                    {"stress", o.stress},
                    {"min_lr", o.min_lr},
                    {"warmup_frac", o.warmup_frac},
@@ -484,14 +486,14 @@ int train(const G2POptions& options) {
 }
 
 int eval(const EvalOptions& options) {
-  if (!options.report.empty())
-    tasks::check_not_an_input(options.report, "--report", {options.checkpoint, options.data});
   Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
            "eval g2p: --split must be test, val or train, got '{}'", options.split);
   const std::string data =
       options.data.empty() ? tasks::config_string(trained.config, "data", options.checkpoint, "") : options.data;
   const Lexicon lexicon = load_lexicon(data, tasks::config_bool(trained.config, "stress", options.checkpoint));
+  tasks::note_if_not_the_runs_data(trained.config, options.checkpoint, lexicon.path);
+  if (!options.report.empty()) check_not_an_input(options.report);  // before decoding, not after
   const Split split = options.split == "test" ? Split::test : options.split == "val" ? Split::val : Split::train;
   const EvalSet set = eval_set(lexicon, split, trained.source, trained.target, 0);
   AG_CHECK(!set.words.empty(), "{}: its {} split is empty", lexicon.path, options.split);

@@ -248,7 +248,7 @@ std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
   settings["heads"] = o.heads;
   settings["vocab_size"] = vocab.size();
   settings["dim"] = o.dim;
-  settings["data"] = o.data;
+  settings["data"] = tasks::recorded_data_path(o.data);
   // The file's content as read, so --resume and eval notice a file rewritten in place (the UCI
   // corpus is pinned: tasks::read_corpus checks it).
   if (!o.data.empty()) settings["data_sha256"] = tasks::data_file_sha256(o.data);
@@ -382,7 +382,6 @@ int eval(const EvalOptions& options) {
 }
 
 int predict(const PredictOptions& options) {
-  tasks::check_not_an_input(options.explain, "--explain", {options.checkpoint, options.file});
   AG_CHECK(options.texts.empty() != options.file.empty(), "predict: give either texts or --file, not {}",
            options.texts.empty() ? "neither" : "both");
   std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);

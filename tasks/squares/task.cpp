@@ -217,7 +217,6 @@ StepLoss first_step_loss(const SquaresOptions& options) {
 }
 
 int eval(const EvalOptions& options) {
-  tasks::check_not_an_input(options.predictions, "--predictions", {options.checkpoint});
   const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
   const nlohmann::json config = parse_json(checkpoint.config(), options.checkpoint);
   tasks::check_checkpoint_task(config, "squares", options.checkpoint);

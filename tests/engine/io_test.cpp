@@ -1,4 +1,5 @@
-// engine/io.h: what writing to each kind of path does (Note [output paths] in engine/io.cpp).
+// engine/io.h: what writing to each kind of path does (Note [output paths] in engine/io.cpp), and
+// that no output replaces an input (Note [inputs are not outputs] in engine/io.h).
 #include "engine/io.h"
 
 #include <fcntl.h>
@@ -8,6 +9,8 @@
 
 #include <filesystem>
 
+#include "engine/safetensors.h"
+#include "engine/tensor.h"
 #include "tests/test_util.h"
 
 namespace ag {
@@ -72,6 +75,59 @@ TEST(OutputPaths, FoldersLoopsAndSymlinksIntoMissingFoldersAreRefusedUntouched) 
   expect_error([&] { write_file_atomically(dir / "folder-link", "x"); }, {"folder-link", "is a folder"});
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 5) << "a temporary was left";
   expect_error([&] { write_file_atomically("", "x"); }, {"empty name"});
+}
+
+// Note [inputs are not outputs]: the input by its own path, a hard link, a symlink and a `..` path
+// is refused, naming the output and the input, and stays as it was; another file is written.
+TEST(InputsAreNotOutputs, AnInputByAnyPathIsRefusedAndStays) {
+  const TempDir dir;
+  fs::create_directories(dir / "sub");
+  write_bytes(dir / "in.txt", "input");
+  note_input(dir / "in.txt");
+  fs::create_hard_link(dir / "in.txt", dir / "hard.txt");
+  fs::create_symlink("in.txt", dir / "soft.txt");
+  for (const fs::path& output : {dir / "in.txt", dir / "hard.txt", dir / "soft.txt", dir / "sub" / ".." / "in.txt"}) {
+    expect_error([&] { write_file_atomically(output, "output"); },
+                 {output.string() + ": is the same file as " + (dir / "in.txt").string(), "an input of this command"});
+    expect_error([&] { check_not_an_input(output); }, {"is the same file as"});
+  }
+  EXPECT_EQ(read_bytes(dir / "in.txt"), "input");
+  EXPECT_TRUE(fs::is_symlink(dir / "soft.txt"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 4) << "a temporary was left";
+  write_file_atomically(dir / "out.txt", "output");
+  EXPECT_EQ(read_bytes(dir / "out.txt"), "output");
+}
+
+// An input is a file from outside as it is now: not one this process wrote, not one replaced since it
+// was read (its inode is another file's now), not one forgotten.
+TEST(InputsAreNotOutputs, OwnFilesReplacedAndForgottenInputsAreNotInputs) {
+  const TempDir dir;
+  write_file_atomically(dir / "own.txt", "written here");
+  note_input(dir / "own.txt");
+  write_file_atomically(dir / "own.txt", "again");
+  write_bytes(dir / "replaced.txt", "old");
+  note_input(dir / "replaced.txt");
+  write_bytes(dir / "other.txt", "new");
+  fs::rename(dir / "other.txt", dir / "replaced.txt");
+  write_file_atomically(dir / "replaced.txt", "newer");
+  write_bytes(dir / "forgotten.txt", "old");
+  note_input(dir / "forgotten.txt");
+  forget_input(dir / "forgotten.txt");
+  write_file_atomically(dir / "forgotten.txt", "new");
+  EXPECT_EQ(read_bytes(dir / "forgotten.txt"), "new");
+  note_input(dir / "missing.txt");  // nothing to note: neither a new name nor a device is an input
+  note_input("/dev/null");
+  write_file_atomically("/dev/null", "discarded");
+}
+
+// The checkpoint reader notes what it reads: saving over it is refused.
+TEST(InputsAreNotOutputs, ACheckpointReadIsAnInput) {
+  const TempDir dir;
+  const NamedTensors tensors = {{"w", ones({2})}};
+  write_bytes(dir / "model.safetensors", safetensors_bytes(tensors));
+  load_safetensors(dir / "model.safetensors");
+  expect_error([&] { save_safetensors(dir / "model.safetensors", tensors); },
+               {"model.safetensors: is the same file as"});
 }
 
 }  // namespace

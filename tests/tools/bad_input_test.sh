@@ -368,13 +368,13 @@ bad "--out below a regular file" 1 "afile/run: cannot create the folder" -- "$at
 bad "--out is a regular file" 1 "afile: exists and is not a folder" -- "$attograd" train sentiment --epochs 1 --out "$work/afile" --quiet
 bad "--explain below a regular file" 1 "afile" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$work/afile/x.svg"
 bad "--predictions below a regular file" 1 "afile" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$work/afile/p.safetensors"
-bad "--predictions is the checkpoint it reads" 1 "--predictions $squares/last.safetensors: is the input file" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$squares/last.safetensors"
+bad "--predictions is the checkpoint it reads" 1 "$squares/last.safetensors: is the same file as $squares/last.safetensors, an input of this command" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$squares/last.safetensors"
 bad "--predictions is the checkpoint by another path" 1 "which writing would destroy" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$squares/../$(basename "$squares")/./last.safetensors"
 ln -s "$squares/best.safetensors" "$work/link.safetensors"
-bad "--predictions is a symlink to the checkpoint" 1 "is the input file" -- "$attograd" eval squares --checkpoint "$squares/best.safetensors" --n 4 --predictions "$work/link.safetensors"
+bad "--predictions is a symlink to the checkpoint" 1 "$work/link.safetensors: is the same file as $squares/best.safetensors" -- "$attograd" eval squares --checkpoint "$squares/best.safetensors" --n 4 --predictions "$work/link.safetensors"
 bad "--predictions is a folder" 1 "$work/ckpt" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$work/ckpt"
-bad "--explain is the checkpoint" 1 "--explain $good/last.safetensors: is the input file" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$good/last.safetensors"
-bad "--explain is the --file it reads" 1 "is the input file $data/text.txt" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/text.txt" --explain "$data/text.txt"
+bad "--explain is the checkpoint" 1 "$good/last.safetensors: is the same file as $good/last.safetensors" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$good/last.safetensors"
+bad "--explain is the --file it reads" 1 "$data/text.txt: is the same file as $data/text.txt" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$data/text.txt" --explain "$data/text.txt"
 bad "--out holds a squares run: sentiment refuses" 1 "holds another run (its config.json's task is squares)" -- "$attograd" train sentiment --epochs 1 --out "$squares" --quiet
 bad "--out holds a sentiment run: squares refuses" 1 "its config.json's task is sentiment" -- "$attograd" train squares --epochs 1 --out "$out" --quiet
 bad "--out holds a sentiment run: charlm refuses" 1 "a charlm run would overwrite its files" -- "$attograd" "${charlm_tiny[@]}" --iters 2 --data "$data/chars.txt" --out "$out"
@@ -456,8 +456,7 @@ cp "$work/text.txt" "$scratch/inplace.txt"
 cp "$work/rewritten.txt" "$scratch/inplace.txt"
 expect "the rewritten text has the same size" test "$(stat -c %s "$work/text.txt")" -eq "$(stat -c %s "$scratch/inplace.txt")"
 cases=$((cases + 1))
-check "charlm --resume: a data file rewritten in place is refused" 1 "the checkpoint's data_sha256 is" -- "$attograd" train charlm --resume "$scratch/inplace" --iters 4 --quiet
-expect "... naming --data" grep -q "(set by --data, whose content differs)" <<<"$last_output"
+check "charlm --resume: a data file rewritten in place is refused" 1 "cannot resume: the data $scratch/inplace.txt changed since the run began: its sha256 is \"$(sha256sum <"$scratch/inplace.txt" | cut -d' ' -f1)\", the run recorded \"$(sha256sum <"$work/text.txt" | cut -d' ' -f1)\"" -- "$attograd" train charlm --resume "$scratch/inplace" --iters 4 --quiet
 cases=$((cases + 1))
 check "eval charlm: says the data is not the run's" 0 "is not the data $scratch/inplace/last.safetensors was trained on" -- "$attograd" eval charlm --checkpoint "$scratch/inplace/last.safetensors"
 
@@ -526,6 +525,88 @@ bad "--predictions a symlink into a missing folder: refused" 1 "dangling: is a s
 bad "--explain a folder: refused" 1 "$paths: is a folder" -- "${explain[@]}" "$paths"
 ln -s "$paths" "$paths/folder-link"
 bad "graph --out a symlink to a folder: refused" 1 "folder-link: is a folder" -- "${graph_dot[@]}" --out "$paths/folder-link"
+
+echo "== outputs never replace inputs"
+# Note [inputs are not outputs] (engine/io.h): no command writes over a file it reads, by any path (a
+# hard link, a symlink, `..`), the data a checkpoint's config names included; the input stays as it was.
+g2p_tiny=("$attograd" --threads 1 train g2p --quiet --d-model 16 --heads 2 --enc-layers 1 --dec-layers 1 --ff 32 --batch-size 16)
+for w in cat dog bird fish horse mouse tiger zebra camel eagle lion wolf; do
+  for s in "" s er ing; do echo "$w$s"; done
+done | bash "$here/reversal_pairs.sh" >"$work/pairs.tsv"
+g2p_run="$work/g2p"
+"${g2p_tiny[@]}" --data "$work/pairs.tsv" --epochs 1 --out "$g2p_run" >/dev/null 2>&1
+[ -s "$g2p_run/last.safetensors" ] || { echo "NOT OK setup: no $g2p_run/last.safetensors"; exit 1; }
+ln "$work/pairs.tsv" "$work/pairs-hard.tsv"
+ln -s pairs.tsv "$work/pairs-link.tsv"
+eval_g2p=("$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --split val --report)
+bad "eval g2p --report onto the data its checkpoint names" 1 "$work/pairs.tsv: is the same file as $work/pairs.tsv, an input of this command, which writing would destroy" -- "${eval_g2p[@]}" "$work/pairs.tsv"
+bad "eval g2p --report onto its checkpoint" 1 "$g2p_run/last.safetensors: is the same file as $g2p_run/last.safetensors" -- "${eval_g2p[@]}" "$g2p_run/last.safetensors"
+bad "eval g2p --report onto a hard link to the data" 1 "$work/pairs-hard.tsv: is the same file as $work/pairs.tsv" -- "${eval_g2p[@]}" "$work/pairs-hard.tsv"
+bad "eval g2p --report onto a symlink to the data" 1 "$work/pairs-link.tsv: is the same file as $work/pairs.tsv" -- "${eval_g2p[@]}" "$work/pairs-link.tsv"
+bad "eval g2p --report onto a .. path to the data" 1 "$g2p_run/../pairs.tsv: is the same file as $work/pairs.tsv" -- "${eval_g2p[@]}" "$g2p_run/../pairs.tsv"
+bad "eval g2p --data F --report onto F by another name" 1 "$work/pairs.tsv: is the same file as $work/pairs-hard.tsv" -- "${eval_g2p[@]}" "$work/pairs.tsv" --data "$work/pairs-hard.tsv"
+charlm_graph=("$attograd" graph charlm --data "$work/text.txt" --block-size 8 --layers 1 --heads 1 --width 8)
+for format in text dot svg html; do
+  if [ "$format" = text ] || [ "$format" = dot ] || command -v dot >/dev/null; then
+    bad "graph charlm --format $format --out onto its --data" 1 "$work/text.txt: is the same file as $work/text.txt" -- "${charlm_graph[@]}" --format "$format" --out "$work/text.txt"
+  fi
+done
+bad "graph g2p --out onto a hard link to its --data" 1 "$work/pairs-hard.tsv: is the same file as $work/pairs.tsv" -- "$attograd" graph g2p --data "$work/pairs.tsv" --batch-size 4 --format dot --out "$work/pairs-hard.tsv"
+bad "graph charlm --out onto a .. path to its --data" 1 "is the same file as $work/text.txt" -- "${charlm_graph[@]}" --format dot --out "$work/data/../text.txt"
+# A run folder: a file the run would write there (config.json, metrics.csv, the checkpoints) that is an
+# input is refused when the folder is claimed, before any training.
+cp -r "$charlm" "$work/trap-charlm" && cp "$work/text.txt" "$work/trap-charlm/metrics.csv"
+bad "train charlm --data its --out's metrics.csv" 1 "$work/trap-charlm/metrics.csv: is the same file as $work/trap-charlm/metrics.csv" -- "$attograd" train charlm --data "$work/trap-charlm/metrics.csv" --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 --width 8 --out "$work/trap-charlm" --quiet
+cp -r "$good" "$work/trap-sentiment" && cp "$data/lf.tsv" "$work/trap-sentiment/metrics.csv"
+bad "train sentiment --data its --out's metrics.csv" 1 "$work/trap-sentiment/metrics.csv: is the same file as" -- "$attograd" train sentiment --data "$work/trap-sentiment/metrics.csv" --epochs 1 --out "$work/trap-sentiment" --quiet
+cp -r "$g2p_run" "$work/trap-g2p" && rm "$work/trap-g2p/best.safetensors" && ln "$work/pairs.tsv" "$work/trap-g2p/best.safetensors"
+bad "train g2p: the --out's best.safetensors is a hard link to --data" 1 "$work/trap-g2p/best.safetensors: is the same file as $work/pairs.tsv" -- "${g2p_tiny[@]}" --data "$work/pairs.tsv" --epochs 1 --out "$work/trap-g2p"
+mkdir -p "$work/trap-resume" && ln "$work/text.txt" "$work/trap-resume/metrics.csv"
+bad "train charlm --resume: the data carried over from the checkpoint is an output" 1 "$work/trap-resume/metrics.csv: is the same file as $work/text.txt" -- "$attograd" train charlm --resume "$charlm" --out "$work/trap-resume" --iters 4 --quiet
+
+echo "== every run knows its data"
+# A g2p run records its data's sha256 and word count; a relative data path is recorded resolved, so
+# eval from another folder (one with a file of the same name) reads the run's file.
+sha() { sha256sum <"$1" | cut -d' ' -f1; }
+cases=$((cases + 1))
+check "train g2p from the data's folder with a relative --data" 0 "test (greedy)" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "${g2p_tiny[@]}" --data pairs.tsv --epochs 1 --out "$scratch/rel-g2p"
+expect "g2p records its data resolved, its sha256 and word count" python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["data"] == sys.argv[2] and c["data_sha256"] == sys.argv[3] and c["data_words"] == 48))' "$scratch/rel-g2p/config.json" "$work/pairs.tsv" "$(sha "$work/pairs.tsv")"
+cases=$((cases + 1))
+check "train charlm with a relative --data" 0 "final validation loss" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "$attograd" train charlm --data text.txt --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 --width 8 --out "$scratch/rel-charlm" --quiet
+expect "charlm records its data resolved" grep -q "\"data\": \"$work/text.txt\"" "$scratch/rel-charlm/config.json"
+cases=$((cases + 1))
+check "eval charlm from a folder with another text.txt reads the run's" 0 "of $work/text.txt" -- bash -c 'cd "$1" && shift && "$@"' _ "$data" "$attograd" eval charlm --checkpoint "$scratch/rel-charlm/last.safetensors"
+expect "... without a note" test -z "$(grep note <<<"$last_output")"
+cases=$((cases + 1))
+check "train sentiment with a relative --data" 0 "test sentences right" -- bash -c 'cd "$1" && shift && "$@"' _ "$data" "$attograd" train sentiment --data lf.tsv --epochs 1 --batch-size 4 --out "$scratch/rel-sentiment" --quiet
+expect "sentiment records its data resolved" grep -q "\"data\": \"$data/lf.tsv\"" "$scratch/rel-sentiment/config.json"
+# A run whose data an older version recorded relative resumes from the folder it ran in.
+mkdir -p "$scratch/old-relative" && cp "$charlm/config.json" "$scratch/old-relative/"
+edit "$charlm/last.safetensors" "$scratch/old-relative/last.safetensors" config data '"text.txt"'
+cases=$((cases + 1))
+check "charlm --resume of a run that recorded its data relative" 0 "final validation loss" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "$attograd" train charlm --resume "$scratch/old-relative" --iters 4 --quiet
+expect "... and records it resolved" grep -q "\"data\": \"$work/text.txt\"" "$scratch/old-relative/config.json"
+# --resume refuses data that changed since the run began, naming the file and both digests.
+cp "$work/pairs.tsv" "$scratch/g2p-inplace.tsv"
+"${g2p_tiny[@]}" --data "$scratch/g2p-inplace.tsv" --epochs 1 --out "$scratch/g2p-inplace" >/dev/null 2>&1
+sed -i '1s/T A C$/C A T/' "$scratch/g2p-inplace.tsv"
+cases=$((cases + 1))
+check "g2p --resume: data rewritten in place is refused" 1 "--resume $scratch/g2p-inplace: cannot resume: the data $scratch/g2p-inplace.tsv changed since the run began: its sha256 is \"$(sha "$scratch/g2p-inplace.tsv")\", the run recorded \"$(sha "$work/pairs.tsv")\"" -- "${g2p_tiny[@]}" --resume "$scratch/g2p-inplace" --epochs 2
+cp "$data/lf.tsv" "$scratch/sentiment-inplace.tsv"
+"$attograd" train sentiment --data "$scratch/sentiment-inplace.tsv" --epochs 1 --batch-size 4 --out "$scratch/sentiment-inplace" --quiet >/dev/null 2>&1
+sed -i '1s/^1/0/' "$scratch/sentiment-inplace.tsv"
+cases=$((cases + 1))
+check "sentiment --resume: data rewritten in place is refused" 1 "cannot resume: the data $scratch/sentiment-inplace.tsv changed since the run began: its sha256 is \"$(sha "$scratch/sentiment-inplace.tsv")\", the run recorded \"$(sha "$data/lf.tsv")\"" -- "$attograd" train sentiment --resume "$scratch/sentiment-inplace" --epochs 2 --quiet
+# eval on other data than the run's says so before its figures (a note, not a refusal).
+cases=$((cases + 1))
+check "eval g2p: its run's data rewritten in place: a note" 0 "note: $scratch/g2p-inplace.tsv is not the data $scratch/g2p-inplace/last.safetensors was trained on (its sha256 is $(sha "$scratch/g2p-inplace.tsv"), the run's $(sha "$work/pairs.tsv")): the figures below are not the run's" -- "$attograd" --threads 1 eval g2p --checkpoint "$scratch/g2p-inplace/last.safetensors" --split val
+expect "... before the figures" test "$(grep -n '^note' <<<"$last_output" | cut -d: -f1)" -lt "$(grep -n 'PER' <<<"$last_output" | head -n 1 | cut -d: -f1)"
+head -n 30 "$work/pairs.tsv" >"$scratch/other-pairs.tsv"
+cases=$((cases + 1))
+check "eval g2p --data other pairs: a note" 0 "note: $scratch/other-pairs.tsv is not the data $g2p_run/last.safetensors was trained on" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --data "$scratch/other-pairs.tsv" --split val
+cases=$((cases + 1))
+check "eval g2p on the run's data: no note" 0 "PER" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --split val
+expect "... none" test -z "$(grep note <<<"$last_output")"
 
 echo "== resume"
 # A resumed run keeps its settings: a flag not given is carried over from the checkpoint, a flag

@@ -90,12 +90,14 @@ both_ways "--epochs -2 on one rank" 2 "rank 1 of 2: --epochs: expected a decimal
 echo "== settings or data that differ: refused before training, naming the field or the file"
 both_ways "--epochs 2 and 3" 2 "config.json's epochs is 2 on rank 0, 3 on rank 1" \
   "config.json's epochs is 3 on rank 0, 2 on rank 1" -- "${squares[@]}" --epochs 2 -- "${squares[@]}" --epochs 3
-# config.json records the data's sha256 (issue 27), so the settings' comparison names it first.
-both_ways "sentiment: other bytes of the same vocabulary at the same path" 2 \
-  "config.json's data_sha256 is" "config.json's data_sha256 is" -- \
+# config.json records the data resolved (a relative path from each rank's folder) and its sha256, so
+# one relative path in two folders is two paths, named first.
+both_ways "sentiment: other bytes of the same vocabulary at the same relative path" 2 \
+  "config.json's data is \"$work/a/train.tsv\" on rank 0, \"$work/b/train.tsv\" on rank 1" \
+  "config.json's data is \"$work/b/train.tsv\" on rank 0, \"$work/a/train.tsv\" on rank 1" -- \
   --wdir "$work/a" "${sentiment[@]}" --data train.tsv -- --wdir "$work/b" "${sentiment[@]}" --data train.tsv
-both_ways "charlm: other text at the same path" 2 \
-  "config.json's data_sha256 is" "config.json's data_sha256 is" -- \
+both_ways "charlm: other text at the same relative path" 2 \
+  "config.json's data is \"$work/a/text.txt\" on rank 0" "config.json's data is \"$work/b/text.txt\" on rank 0" -- \
   --wdir "$work/a" "${charlm[@]}" --iters 4 --warmup-iters 1 --data text.txt -- --wdir "$work/b" "${charlm[@]}" --iters 4 --warmup-iters 1 --data text.txt
 
 echo "== a runtime error on one rank: exit 1 with its message"
