@@ -112,15 +112,22 @@ Tensor backward_product(const AttentionPlan& p, const Tensor& x, const Tensor& y
 // saved (or kernel-recomputed) `w` when nothing records it; under create_graph recomputed from q
 // and k with recorded ops, since a saved W is a constant whose dependence on q and k the second
 // order needs.
+//
+// A row without keys (empty_rows) is all -inf, whose softmax is NaN, and softmax's backward
+// multiplies by its output: a NaN that would reach q and k at the second order, where the
+// composition's masked_fill(scores, hidden, -inf) passes them no gradient. So its scores are
+// replaced before the softmax (the values do not matter: the row's weights are set after) and its
+// weights after it, NaN or zero as masked_rows says: the same values as the kernels', and no
+// gradient of any order from that row to q or k.
 Tensor backward_weights(const BackwardContext& c, const AttentionPlan& p, const Tensor& w, const Tensor& empty_rows) {
   if (!grad_enabled()) return w;
   const Tensor& q = c.saved[kQ];
   Tensor scores = backward_product(p, q, c.saved[kK], false, true, p.scale);  // (B, H, T, S)
   if (p.causal || c.saved[kAttnMask].defined() || c.saved[kKeyPadding].defined())
     scores = add(scores, additive_mask(p, q.dtype(), c.saved[kAttnMask], c.saved[kKeyPadding]));
-  Tensor weights = softmax(scores, -1);  // (B, H, T, S)
-  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill(weights, empty_rows, 0.0);
-  return weights;
+  if (!empty_rows.defined()) return softmax(scores, -1);                     // (B, H, T, S)
+  const Tensor weights = softmax(masked_fill(scores, empty_rows, 0.0), -1);  // (B, H, T, S)
+  return masked_fill(weights, empty_rows, p.zero_masked_rows ? 0.0 : NAN);
 }
 
 // Note [one attention backward]
