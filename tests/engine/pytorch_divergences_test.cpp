@@ -286,6 +286,26 @@ TEST(EdgeValues, ClampWithMinAboveMaxGivesMaxAndNoGradient) {
   EXPECT_EQ(x.grad().to_vector(), (Values{0, 0, 0}));
 }
 
+// A mean over no elements is NaN (0/0, as PyTorch), and its gradient an empty tensor; differentiated
+// again, Σ over no elements is 0, so the gradient with respect to the incoming gradient u is 0, not
+// 0 · (1/0). torch: mse_loss(zeros(0, 3), zeros(0, 3)) → nan; grad(out, (x, t), u, create_graph=True)
+// → two (0, 3) tensors; grad(their sum, u) → tensor(0.) (binary_cross_entropy_with_logits the same).
+TEST(EdgeValues, MeanLossOverNoElementsHasAZeroSecondOrderGradient) {
+  using Loss = Tensor (*)(const Tensor&, const Tensor&, Reduction);
+  for (const Loss loss : {Loss(mse_loss), Loss(binary_cross_entropy_with_logits)}) {
+    const Tensor x = zeros({0, 3}, DType::f64).requires_grad_(), t = zeros({0, 3}, DType::f64).requires_grad_();
+    const Tensor u = full({}, 1.5, DType::f64).requires_grad_();
+    const Tensor out = loss(x, t, Reduction::mean);
+    EXPECT_TRUE(std::isnan(out.item()));
+    const std::vector<Tensor> first = grad({out}, {x, t}, {u}, /*create_graph=*/true);
+    EXPECT_EQ(first[0].shape(), Shape({0, 3}));
+    EXPECT_EQ(first[1].shape(), Shape({0, 3}));
+    const std::vector<Tensor> second = grad({add(sum(first[0]), sum(first[1]))}, {x, t, u});
+    EXPECT_EQ(second[0].shape(), Shape({0, 3}));
+    EXPECT_EQ(second[2].item(), 0.0);
+  }
+}
+
 TEST(EdgeValues, ReductionsOverAnEmptyDim) {
   // torch: zeros(0, 3).sum(0) → [0, 0, 0]; .mean(0) → [nan ×3]; .max(0) raises.
   const Tensor e = zeros({0, 3}, DType::f64);
