@@ -112,15 +112,22 @@ Tensor backward_product(const AttentionPlan& p, const Tensor& x, const Tensor& y
 // saved (or kernel-recomputed) `w` when nothing records it; under create_graph recomputed from q
 // and k with recorded ops, since a saved W is a constant whose dependence on q and k the second
 // order needs.
+//
+// A row without keys (empty_rows) is all -inf, whose softmax is NaN, and softmax's backward
+// multiplies by its output: a NaN that would reach q and k at the second order, where the
+// composition's masked_fill(scores, hidden, -inf) passes them no gradient. So its scores are
+// replaced before the softmax (the values do not matter: the row's weights are set after) and its
+// weights after it, NaN or zero as masked_rows says: the same values as the kernels', and no
+// gradient of any order from that row to q or k.
 Tensor backward_weights(const BackwardContext& c, const AttentionPlan& p, const Tensor& w, const Tensor& empty_rows) {
   if (!grad_enabled()) return w;
   const Tensor& q = c.saved[kQ];
   Tensor scores = backward_product(p, q, c.saved[kK], false, true, p.scale);  // (B, H, T, S)
   if (p.causal || c.saved[kAttnMask].defined() || c.saved[kKeyPadding].defined())
     scores = add(scores, additive_mask(p, q.dtype(), c.saved[kAttnMask], c.saved[kKeyPadding]));
-  Tensor weights = softmax(scores, -1);  // (B, H, T, S)
-  if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill(weights, empty_rows, 0.0);
-  return weights;
+  if (!empty_rows.defined()) return softmax(scores, -1);                     // (B, H, T, S)
+  const Tensor weights = softmax(masked_fill(scores, empty_rows, 0.0), -1);  // (B, H, T, S)
+  return masked_fill(weights, empty_rows, p.zero_masked_rows ? 0.0 : NAN);
 }
 
 // Note [one attention backward]
@@ -215,7 +222,10 @@ void register_attention_ops(Registry& registry) {
                                                   {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}},
                                                   {{1, 3, 4, 2}, {1, 3, 5, 2}, {1, 3, 5, 3}},
                                                   {{2, 1, 5, 3}, {2, 1, 5, 3}, {2, 1, 5, 1}}};
-  auto sdpa = [](bool causal, bool masks, double dropout_p, AttentionKernel kernel = AttentionKernel::automatic) {
+  // masks: random ones that leave key 0 visible to every query; emptied_rows: besides, query 0 sees no key,
+  // nor does any query of the last batch, under MaskedRows::zero (Note [fully masked rows]).
+  auto sdpa = [](bool causal, bool masks, double dropout_p, AttentionKernel kernel = AttentionKernel::automatic,
+                 bool emptied_rows = false) {
     return [=](const std::vector<Tensor>& in) {
       Generator gen(11);  // the same dropout mask on every call (every finite-difference probe)
       const int64_t B = in[0].size(0), T = in[0].size(2), S = in[1].size(2);
@@ -225,6 +235,13 @@ void register_attention_ops(Registry& registry) {
         o.key_padding_mask = gt(rand({B, S}, DType::f64, gen), 0.7);  // (B, S) ignored
         for (int64_t i = 0; i < T; ++i) o.attn_mask.set({i, 0}, 1);   // key 0 stays visible: no row is all -inf
         for (int64_t b = 0; b < B; ++b) o.key_padding_mask.set({b, 0}, 0);
+      }
+      if (emptied_rows) {
+        for (int64_t j = 0; j < S; ++j) {
+          o.attn_mask.set({0, j}, 0);
+          o.key_padding_mask.set({B - 1, j}, 1);
+        }
+        o.masked_rows = MaskedRows::zero;
       }
       return scaled_dot_product_attention(in[0], in[1], in[2], o, gen).output;
     };
@@ -259,6 +276,11 @@ void register_attention_ops(Registry& registry) {
                 .make_inputs = real_inputs(),
                 .shape_sets = shapes,
                 .differs_from_pytorch = same_op});
+  // A query that sees no key, under MaskedRows::zero: zero output and zero gradients at every order.
+  registry.add({"scaled_dot_product_attention_masked_rows_zero",
+                sdpa(false, true, 0, AttentionKernel::materialising, true), real_inputs(), shapes});
+  registry.add({"scaled_dot_product_attention_streaming_masked_rows_zero", sdpa(true, true, 0, streaming, true),
+                real_inputs(), shapes});
 }
 
 }  // namespace ag

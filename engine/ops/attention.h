@@ -24,6 +24,8 @@ namespace ag {
 //     and no share of dk (dv is NaN: the NaN weights multiply the incoming gradient).
 //   zero: all-zero weights, so a zero output and zero gradients for that query; one empty
 //     (all-padding) sequence does not poison a batch's loss.
+// Either way the query passes q and k nothing at any order: create_graph's backward gives the
+// second order of the composition (backward_weights in attention.cpp).
 //
 // Note [streaming attention]: `kernel` picks how the op computes. streaming (the FlashAttention
 // recurrence, engine/kernels/flash_attention.h) never holds the (T, S) weights, only each row's

@@ -45,9 +45,12 @@ void check_pair(std::string_view op, std::string_view first, const Tensor& a, st
 }
 
 // The incoming gradient of an elementwise loss, ready to multiply an input-shaped tensor:
-// g itself for none and sum (g is 0-d then, and broadcasts), g / count for mean.
+// g itself for none and sum (g is 0-d then, and broadcasts), g / count for mean. A mean over no
+// elements (NaN, 0/0) has an empty gradient whatever g is scaled by; scaling by 1/0 would make the
+// gradient's own derivative with respect to g 0 · ∞ = NaN, where Σ over no elements is 0 (as in
+// PyTorch), so g is left as it is there.
 Tensor loss_grad_scale(const Tensor& g, Reduction reduction, int64_t count) {
-  return reduction == Reduction::mean ? mul(g, 1.0 / static_cast<double>(count)) : g;
+  return reduction == Reduction::mean && count > 0 ? mul(g, 1.0 / static_cast<double>(count)) : g;
 }
 
 }  // namespace

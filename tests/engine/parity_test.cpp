@@ -6,6 +6,8 @@
 //   f32: attograd's error against torch's f64, measured the same way, ≤ 4 × torch f32's own.
 // NaN must meet NaN and ±inf the same infinity. A registered op without cases fails the suite,
 // unless its registry entry says why PyTorch has nothing to compare it with (differs_from_pytorch).
+// A "first_order" case compares an op's first-order gradient made with create_graph, and the
+// gradients of that: the second order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,9 +57,17 @@ Tensor scaled_cat(std::vector<Tensor> pieces, int64_t dim) {
   return cat(pieces, dim);
 }
 
+AttentionKernel kernel(const json& a) {
+  const std::string k = a.value("kernel", "automatic");
+  return k == "streaming"       ? AttentionKernel::streaming
+         : k == "materialising" ? AttentionKernel::materialising
+                                : AttentionKernel::automatic;
+}
+
 Tensor sdpa(const Inputs& in, const json& a) {
   AttentionOptions o{.is_causal = a["causal"].get<bool>(),
-                     .masked_rows = a["zero_rows"].get<bool>() ? MaskedRows::zero : MaskedRows::nan};
+                     .masked_rows = a["zero_rows"].get<bool>() ? MaskedRows::zero : MaskedRows::nan,
+                     .kernel = kernel(a)};
   size_t next = 3;
   if (a["attn_mask"].get<std::string>() != "none") o.attn_mask = in[next++];
   if (a["padding"].get<bool>()) o.key_padding_mask = in[next++];
@@ -89,6 +99,21 @@ Tensor chain(const Inputs& in, const json& a) {
   std::vector<Tensor> pool = in;
   for (const json& step : a["steps"]) pool.push_back(chain_step(step, pool));
   return pool.back();
+}
+
+const std::map<std::string, Call>& calls();
+
+// A call's first-order gradient as a function (parity.py's first_order): the gradients of
+// Σ out ⊙ u, u the last input, with respect to the call's inputs that require grad, made with
+// create_graph, flattened and joined; the replay's backward then gives the second order.
+Tensor first_order(const Inputs& in, const json& a) {
+  const Inputs inputs(in.begin(), in.end() - 1);
+  const Tensor out = calls().at(a["of"])(inputs, a);
+  std::vector<Tensor> wrt, flat;
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) wrt.push_back(t);
+  for (const Tensor& g : grad({out}, wrt, {in.back()}, /*create_graph=*/true)) flat.push_back(flatten(g));
+  return cat(flat, 0);
 }
 
 // The calls with random attributes; "registry" runs the registry entry as it is.
@@ -154,6 +179,7 @@ const std::map<std::string, Call>& calls() {
       {"dropout",
        [](const Inputs& in, const json& a) { return dropout(in[0], number(a["p"]), a["training"].get<bool>()); }},
       {"chain", chain},
+      {"first_order", first_order},
   };
   return table;
 }

@@ -107,10 +107,24 @@ struct MaskedRowCase {
     out.backward(ones(out.shape(), DType::f64));
     return {out.detach(), q.grad(), k.grad(), v.grad()};
   }
-  // PyTorch's way: softmax(masked_fill(q kᵀ / 2, hidden, -inf)) v.
-  Tensor composed() const {
-    return matmul(softmax(masked_fill(mul(matmul(q, k, false, true), 0.5), hidden, -kInf), -1), v);
+  // {dq, dk, dv} of ⟨f(), u⟩ under create_graph for a random u, then the gradients of
+  // ⟨(dq, dk, dv), w⟩ for a random w with respect to q, k, v and u: the second order.
+  std::vector<Tensor> second_order(const std::function<Tensor()>& f) const {
+    const Tensor out = f();
+    Generator gen(9);
+    const Tensor u = randn(out.shape(), DType::f64, gen).requires_grad_();
+    const std::vector<Tensor> first = grad({out}, {q, k, v}, {u}, /*create_graph=*/true);
+    Tensor projected = zeros({}, DType::f64);
+    for (const Tensor& g : first) projected = add(projected, sum(mul(g, randn(g.shape(), DType::f64, gen))));
+    std::vector<Tensor> all = grad({projected}, {q, k, v, u});
+    all.insert(all.begin(), first.begin(), first.end());
+    return all;
   }
+  // PyTorch's way: softmax(masked_fill(q kᵀ / 2, hidden, -inf)) v.
+  Tensor composed() const { return matmul(weights(), v); }
+  // The same with the weights of the query that sees no key set to zero (MaskedRows::zero).
+  Tensor composed_zero() const { return matmul(masked_fill(weights(), tensor({0, 1, 0}, {3, 1}, DType::b8), 0.0), v); }
+  Tensor weights() const { return softmax(masked_fill(mul(matmul(q, k, false, true), 0.5), hidden, -kInf), -1); }
 };
 
 TEST(PyTorchDivergence, FullyMaskedAttentionRowKeepsNaNOutOfDkAndTheOtherQueries) {
@@ -132,16 +146,41 @@ TEST(PyTorchDivergence, MaskedRowsZeroGivesZerosAndNoNaNAnywhere) {
                                         {.attn_mask = logical_not(c.hidden), .masked_rows = MaskedRows::zero})
         .output;
   });
-  const Tensor row_hidden = tensor({0, 1, 0}, {3, 1}, DType::b8);
-  const std::vector<Tensor> composed = c.run([&] {
-    const Tensor w = softmax(masked_fill(mul(matmul(c.q, c.k, false, true), 0.5), c.hidden, -kInf), -1);
-    return matmul(masked_fill(w, row_hidden, 0.0), c.v);
-  });
+  const std::vector<Tensor> composed = c.run([&] { return c.composed_zero(); });
   for (int i = 0; i < 4; ++i) {
     EXPECT_FALSE(any_nan(zero[i])) << i;
     expect_same_with_nan(zero[i], composed[i], 1e-12, "zero policy " + std::to_string(i));
   }
   for (double v : slice(zero[0], 2, 1, 2).to_vector()) EXPECT_EQ(v, 0.0);
+}
+
+// create_graph through the query that sees no key: both kernels, both policies, give what the
+// composition gives at the second order too. dq and dk stay finite (zero in that query's row: the
+// composition's masked_fill passes no gradient to a hidden score); under MaskedRows::zero nothing is
+// NaN; under nan, dv's NaN reaches v's and u's second order, as in PyTorch (tools/golden/parity.py's
+// second-order cases replay this against PyTorch).
+TEST(PyTorchDivergence, SecondOrderThroughAFullyMaskedRowIsTheCompositions) {
+  const MaskedRowCase c;
+  const char* names[] = {"dq", "dk", "dv", "d(dq, dk, dv)/dq", "d/dk", "d/dv", "d/du"};
+  const bool finite_under_nan[] = {true, true, false, true, true, false, false};  // what q and k get
+  for (const MaskedRows policy : {MaskedRows::zero, MaskedRows::nan})
+    for (const AttentionKernel kernel : {AttentionKernel::materialising, AttentionKernel::streaming}) {
+      const AttentionOptions o{.attn_mask = logical_not(c.hidden), .masked_rows = policy, .kernel = kernel};
+      const std::vector<Tensor> fused =
+          c.second_order([&] { return scaled_dot_product_attention(c.q, c.k, c.v, o).output; });
+      const bool zero = policy == MaskedRows::zero;
+      const std::vector<Tensor> composed = c.second_order([&] { return zero ? c.composed_zero() : c.composed(); });
+      const std::string what = std::string(zero ? "zero" : "nan") +
+                               (kernel == AttentionKernel::streaming ? " streaming " : " materialising ");
+      for (size_t i = 0; i < fused.size(); ++i) {
+        expect_same_with_nan(fused[i], composed[i], 1e-12, what + names[i]);
+        if (zero || finite_under_nan[i]) {
+          EXPECT_FALSE(any_nan(fused[i])) << what << names[i];
+        }
+      }
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(fused[3].at({0, h, 1, j}), 0.0) << what << "the hidden query's row";
+    }
 }
 
 TEST(PyTorchDivergence, AttnMaskTrueMeansTakesPartAsInPyTorch) {
@@ -245,6 +284,26 @@ TEST(EdgeValues, ClampWithMinAboveMaxGivesMaxAndNoGradient) {
   EXPECT_EQ(y.to_vector(), (Values{0.5, 0.5, 0.5}));
   y.backward(ones({3}, DType::f64));
   EXPECT_EQ(x.grad().to_vector(), (Values{0, 0, 0}));
+}
+
+// A mean over no elements is NaN (0/0, as PyTorch), and its gradient an empty tensor; differentiated
+// again, Σ over no elements is 0, so the gradient with respect to the incoming gradient u is 0, not
+// 0 · (1/0). torch: mse_loss(zeros(0, 3), zeros(0, 3)) → nan; grad(out, (x, t), u, create_graph=True)
+// → two (0, 3) tensors; grad(their sum, u) → tensor(0.) (binary_cross_entropy_with_logits the same).
+TEST(EdgeValues, MeanLossOverNoElementsHasAZeroSecondOrderGradient) {
+  using Loss = Tensor (*)(const Tensor&, const Tensor&, Reduction);
+  for (const Loss loss : {Loss(mse_loss), Loss(binary_cross_entropy_with_logits)}) {
+    const Tensor x = zeros({0, 3}, DType::f64).requires_grad_(), t = zeros({0, 3}, DType::f64).requires_grad_();
+    const Tensor u = full({}, 1.5, DType::f64).requires_grad_();
+    const Tensor out = loss(x, t, Reduction::mean);
+    EXPECT_TRUE(std::isnan(out.item()));
+    const std::vector<Tensor> first = grad({out}, {x, t}, {u}, /*create_graph=*/true);
+    EXPECT_EQ(first[0].shape(), Shape({0, 3}));
+    EXPECT_EQ(first[1].shape(), Shape({0, 3}));
+    const std::vector<Tensor> second = grad({add(sum(first[0]), sum(first[1]))}, {x, t, u});
+    EXPECT_EQ(second[0].shape(), Shape({0, 3}));
+    EXPECT_EQ(second[2].item(), 0.0);
+  }
 }
 
 TEST(EdgeValues, ReductionsOverAnEmptyDim) {

@@ -444,10 +444,14 @@ def sdpa_reference(q, k, v, attn_mask, padding, causal, zero_rows):
         scores = scores + attn_mask
     if padding is not None:
         hidden = hidden | padding[:, None, None, :]
-    w = torch.softmax(scores.masked_fill(hidden, -INF), -1)
-    if zero_rows:
-        w = w.masked_fill(hidden.all(-1, keepdim=True), 0.0)
-    return w @ v
+    scores = scores.masked_fill(hidden, -INF)
+    if not zero_rows:
+        return torch.softmax(scores, -1) @ v
+    # A query that sees no key (its keys hidden, or an additive -inf on each) gets zero weights; its
+    # scores are replaced before the softmax too, so that no gradient of any order reaches them
+    # through the NaN an all -inf softmax would give.
+    empty = (scores == -INF).all(-1, keepdim=True)
+    return torch.softmax(scores.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0) @ v
 
 
 def attention_family():
@@ -612,6 +616,78 @@ def linear_family():
                 case(op, "registry", ins, fn, f32=f32)
 
 
+def first_order(fn):
+    """fn's first-order gradient as a function of its inputs and u (the last input, shaped as fn's
+    output): the gradients of Σ fn(inputs) ⊙ u with respect to the inputs that require grad, made with
+    create_graph, flattened and joined. A case of it stores them as its output, and the gradients of
+    Σ output ⊙ w as the second order."""
+    def gradient(*xs):
+        inputs, u = xs[:-1], xs[-1]
+        wrt = [x for x in inputs if x.requires_grad]
+        return torch.cat([g.flatten() for g in torch.autograd.grad(fn(*inputs), wrt, u, create_graph=True)])
+    return gradient
+
+
+def emptied_row_masks(B, H, T, S, zero_rows):
+    """attention masks of which at least one query sees no key: a batch's keys all padding, a b8 (T, S)
+    attn_mask with a row all false, or (under zero_rows) an additive one with a row all -inf, beside
+    random ones. (Under the nan policy an additive -inf row gives NaN dq and dk in PyTorch's
+    composition, where attograd's dq and dk stay finite, as for the other masks.)"""
+    how = R.choice(["padding", "bool", "additive"] if zero_rows else ["padding", "bool"])
+    pm = mask([B, S], 0.3) if how == "padding" or R.random() < 0.5 else None
+    if how == "padding":
+        pm[R.randrange(B)] = True
+    kind = how if how != "padding" else R.choice(["bool", "additive", "none"])
+    am = None
+    if kind == "bool":
+        am = mask([T, S], 0.7)
+        if how == "bool":
+            am[R.randrange(T)] = False
+    elif kind == "additive":
+        am = real([T, S], -2, 2)
+        if how == "additive":
+            am[R.randrange(T)] = -INF
+    return kind, am, pm
+
+
+def second_order_family():
+    """create_graph through the edges (issue: second order at the edges): attention where a query sees
+    no key, under both policies and both kernels, and the losses over no elements (and some)."""
+    for op, kernel, zero_rows in [("scaled_dot_product_attention_masked_rows_zero", "materialising", True),
+                                  ("scaled_dot_product_attention_streaming_masked_rows_zero", "streaming", True),
+                                  ("scaled_dot_product_attention_masked", "materialising", False),
+                                  ("scaled_dot_product_attention_streaming_masked", "streaming", False)]:
+        with stream_of(op + " second order"):
+            for _ in range(PASSES * 4):
+                B, H, T, S, d, dv = (R.randint(1, 2), R.randint(1, 2), R.randint(1, 4), R.randint(1, 4),
+                                     R.randint(1, 3), R.randint(1, 3))
+                kind, am, pm = emptied_row_masks(B, H, T, S, zero_rows)
+                causal = R.random() < 0.3
+                extra = [t for t in (am, pm) if t is not None]
+                attrs = dict(of="sdpa", causal=causal, attn_mask=kind, padding=pm is not None, zero_rows=zero_rows,
+                             kernel=kernel)
+
+                def fn(q, k, v, *masks, kind=kind, pad=pm is not None, causal=causal, zero_rows=zero_rows):
+                    masks = list(masks)
+                    am = masks.pop(0) if kind != "none" else None
+                    pm = masks.pop(0) if pad else None
+                    return sdpa_reference(q, k, v, am, pm, causal, zero_rows)
+
+                ins = [real([B, H, T, d]), real([B, H, S, d]), real([B, H, S, dv])]
+                grads = [True] * 3 + [False] * len(extra) + [True]
+                case(op, "first_order", ins + extra + [real([B, H, T, dv])], first_order(fn), attrs, grads=grads)
+    for op, call, low, high, loss in [("mse_loss", "mse_loss", -2, 2, F.mse_loss),
+                                      ("binary_cross_entropy_with_logits", "bce_with_logits", -4, 4,
+                                       F.binary_cross_entropy_with_logits)]:
+        with stream_of(op + " second order"):
+            for _ in range(PASSES * 4):
+                s = shape(R.randint(1, 3), empty=0.4)
+                r = R.choice(["mean", "mean", "sum", "none"])
+                u = real([] if r != "none" else s)
+                case(op + ("" if r == "mean" else "_" + r), "first_order", [real(s, low, high), real(s, 0, 1), u],
+                     first_order(lambda a, b, r=r, loss=loss: loss(a, b, reduction=r)), dict(of=call, reduction=r))
+
+
 def encode(v):
     """JSON has no infinity: ±inf become the strings "inf" and "-inf"."""
     if isinstance(v, dict):
@@ -651,6 +727,7 @@ def main():
     softmax_backward_family()
     layer_norm_backward_family()
     linear_family()
+    second_order_family()
     tensors, meta = {}, []
     for n, c in enumerate(CASES):
         xs, out = run(c, torch.float64)
