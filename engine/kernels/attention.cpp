@@ -98,7 +98,7 @@ MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const Attentio
   Tensor scores = attention_product(p, q, k, false, true, p.scale);  // (B, H, T, S)
   Tensor empty_rows;                                                 // (B, H, T, 1)
   if (p.causal || attn_mask.defined() || key_padding_mask.defined())
-    dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+    dispatch_floating(scores.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
       apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask);
       empty_rows = fully_masked_rows(scores.data<T>(), p);
     });

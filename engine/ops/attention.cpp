@@ -13,6 +13,7 @@
 #include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/kernels/attention.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dropout.h"
@@ -108,6 +109,12 @@ Tensor backward_product(const AttentionPlan& p, const Tensor& x, const Tensor& y
   return scale == 1 ? xy : mul(xy, scale);
 }
 
+// x as a backward product's operand: under autocast its bf16 copy, made once for the products that
+// share it; unchanged when the backward is recorded (create_graph: recorded products take f32).
+Tensor backward_operand(const AttentionPlan& p, const Tensor& x) {
+  return p.bf16 && !grad_enabled() ? converted(x, DType::bf16) : x;
+}
+
 // The weights W = softmax(scale · q @ kᵀ + masks) (B, H, T, S) as the backward reads them: the
 // saved (or kernel-recomputed) `w` when nothing records it; under create_graph recomputed from q
 // and k with recorded ops, since a saved W is a constant whose dependence on q and k the second
@@ -140,13 +147,14 @@ Tensor backward_weights(const BackwardContext& c, const AttentionPlan& p, const 
 std::vector<Tensor> attention_backward(const BackwardContext& c, const AttentionPlan& p, const Tensor& saved_weights,
                                        const Tensor& keep, const Tensor& empty_rows) {
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-  const Tensor& g = c.grad;
+  const Tensor g = backward_operand(p, c.grad);                        // (B, H, T, dv), bf16 under autocast
   const Tensor w = backward_weights(c, p, saved_weights, empty_rows);  // (B, H, T, S)
   const Tensor wd = keep.defined() ? mul(w, keep) : w;                 // (B, H, T, S)
   Tensor dw = backward_product(p, g, c.saved[kV], false, true, 1.0);   // dWd = g @ vᵀ, (B, H, T, S)
   if (keep.defined()) dw = mul(dw, keep);                              // Wd = W ⊙ keep
   Tensor ds = softmax_backward(w, dw, -1);                             // W = softmax(S): (B, H, T, S)
   if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);     // S = masked scores: no gradient
+  ds = backward_operand(p, ds);                                        // converted once for both products
   std::vector<Tensor> grads(3);
   if (c.needs_grad[0]) grads[0] = backward_product(p, ds, c.saved[kK], false, false, p.scale);  // (B, H, T, d)
   if (c.needs_grad[1]) grads[1] = backward_product(p, ds, c.saved[kQ], true, false, p.scale);   // (B, H, S, d)
@@ -185,23 +193,31 @@ Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
 // Materialising: the (B, H, T, S) weights, returned with need_weights.
 Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                   const AttentionPlan& plan, Generator& gen) {
-  const auto [weights, empty_rows] = attention_weights(q, k, plan, o.attn_mask, o.key_padding_mask);  // (B, H, T, S)
-  Tensor keep;                                                                                        // (B, H, T, S)
+  // Under autocast the products' operands are bf16 copies made once: the forward's products read
+  // them and the node saves them for the backward's, whose products would convert them again.
+  const auto operand = [&plan](const Tensor& x) { return plan.bf16 ? converted(x, DType::bf16) : x; };
+  const Tensor q_op = operand(q), k_op = operand(k), v_op = operand(v);  // (B, H, T|S, d|dv)
+  const auto [weights, empty_rows] =
+      attention_weights(q_op, k_op, plan, o.attn_mask, o.key_padding_mask);  // (B, H, T, S)
+  Tensor keep;                                                               // (B, H, T, S)
   Tensor dropped = weights;
   if (o.dropout_p > 0) {
     keep = dropout_mask(weights.shape(), weights.dtype(), o.dropout_p, gen);
     NoGradGuard no_grad;
     dropped = mul(weights, keep);  // (B, H, T, S)
   }
-  Tensor out = attention_product(plan, dropped, v, false, false, 1.0);  // (B, H, T, dv)
+  Tensor out = attention_product(plan, dropped, v_op, false, false, 1.0);  // (B, H, T, dv)
   record(out,
          {"ScaledDotProductAttentionBackward",
           {.bf16 = plan.bf16,
            .formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
                       "P)), dq = s · dS k, dk = s · dSᵀ q"}},
-         {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows},
+         {q, k, v}, {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows},
          [plan](const BackwardContext& c) {
            // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v: Note [one attention backward]
+           AG_CHECK(!(plan.bf16 && grad_enabled()),
+                    "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be "
+                    "differentiated again (create_graph); compute higher-order gradients in f32");
            return attention_backward(c, plan, c.saved[kWeightsOrOut], c.saved[kKeepOrLse], c.saved[kEmptyRows]);
          });
   return {out, o.need_weights ? dropped : Tensor()};

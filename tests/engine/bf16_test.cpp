@@ -267,6 +267,22 @@ TEST(Bf16Autocast, SecondOrderThroughABf16ProductIsRefused) {
   expect_error([&] { out.backward({}, false, /*create_graph=*/true); }, {"bf16", "create_graph", "f32"});
 }
 
+// The materialising attention keeps its products' bf16 operands for the backward, so its backward
+// cannot be recorded either: refused as matmul's is, naming the op.
+TEST(Bf16Autocast, SecondOrderThroughBf16AttentionIsRefused) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(3);
+  const Tensor q = randn({1, 2, 4, 8}, DType::f32, gen).requires_grad_();
+  const Tensor k = randn({1, 2, 4, 8}, DType::f32, gen), v = randn({1, 2, 4, 8}, DType::f32, gen);
+  Tensor out;
+  {
+    AutocastGuard autocast;
+    out = sum(scaled_dot_product_attention(q, k, v, {.kernel = AttentionKernel::materialising}, gen).output);
+  }
+  expect_error([&] { out.backward({}, false, /*create_graph=*/true); },
+               {"scaled_dot_product_attention", "bf16", "create_graph", "f32"});
+}
+
 TEST(Bf16Autocast, RefusedWithoutAvx512Bf16NamingTheFeature) {
   if (cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has AVX512_BF16: the refusal cannot happen here";
   expect_error([] { AutocastGuard autocast; }, {"AVX512_BF16", "avx512_bf16", "f32"});
