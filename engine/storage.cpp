@@ -62,7 +62,11 @@ thread_local SmallBufferCache small_buffers;
 
 thread_local AllocationBudget* allocation_budget = nullptr;
 
+thread_local int64_t bytes_allocated = 0;
+
 }  // namespace
+
+int64_t bytes_allocated_on_this_thread() { return bytes_allocated; }
 
 AllocationBudget::AllocationBudget(size_t bytes, std::string what)
     : left_(bytes), limit_(bytes), what_(std::move(what)), outer_(allocation_budget) {
@@ -86,6 +90,7 @@ size_t physical_memory_bytes() {
 
 Storage::Storage(size_t bytes) : bytes(bytes) {
   const size_t size = SmallBufferCache::allocation_size(bytes);
+  bytes_allocated += static_cast<int64_t>(size);
   if (allocation_budget) {
     allocation_budget->charge(size);
     charged_to = allocation_budget;

@@ -43,6 +43,10 @@ class AllocationBudget {
   AllocationBudget* outer_;
 };
 
+// Bytes of tensor storage this thread has allocated since it started (freed ones included): the
+// profiler's allocation column.
+int64_t bytes_allocated_on_this_thread();
+
 // The machine's physical memory in bytes: no single tensor larger than this is attempted.
 size_t physical_memory_bytes();
 

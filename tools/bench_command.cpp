@@ -30,6 +30,7 @@
 #include "engine/ops/matmul.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
+#include "engine/profile.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
 #include "tasks/common/memory.h"
@@ -45,6 +46,7 @@ struct BenchArgs {
   std::string kernel = "automatic";
   std::string precision = "f32";
   int iters = 20;
+  int profile = 0;  // transformer: steps profiled by op after the timed ones
   bool json = false;
 };
 
@@ -194,6 +196,17 @@ int run_transformer(const BenchArgs& args) {
         optimizer.step();
       },
       args.iters);
+  std::string profile;
+  if (args.profile > 0) {
+    Profiler profiler;
+    for (int i = 0; i < args.profile; ++i) {
+      profiler.section("(optimizer: zero_grad)", [&] { optimizer.zero_grad(); });
+      mse_loss(model(src, tgt, masks), target).backward();
+      profiler.section("(optimizer: Adam step)", [&] { optimizer.step(); });
+    }
+    profile = fmt::format("where a step's time goes, by op ({} steps after the timed ones):\n{}", args.profile,
+                          profiler.table(args.profile));
+  }
   const double flops =
       kForwardAndBackward * transformer_forward_flops(kBatch, kTokens, kTokens, o.d_model, o.dim_feedforward,
                                                       o.num_encoder_layers, o.num_decoder_layers);
@@ -202,11 +215,13 @@ int run_transformer(const BenchArgs& args) {
                R"("step_gflops": {:.4f}, "step_gflop_per_s": {:.2f}, "peak_rss_mb": {:.1f}}})"
                "\n",
                get_num_threads(), args.precision, step, flops / 1e9, gflops_per_s(flops, step), peak_resident_mb());
+    fmt::print(stderr, "{}", profile);
   } else {
     fmt::print(
         "transformer_step threads={} iters={} precision={}: train step median {:.3f} ms (min {:.3f}) {:.1f} GFLOP/s; "
         "peak resident {:.0f} MB\n",
         get_num_threads(), args.iters, args.precision, step, step_min, gflops_per_s(flops, step), peak_resident_mb());
+    fmt::print("{}", profile);
   }
   return 0;
 }
@@ -233,11 +248,18 @@ Command add_bench_command(CLI::App& app) {
                   "f32, or bf16: the products with bf16 operands (ag::AutocastGuard; CPUs with AVX512_BF16)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  CLI::Option* profile =
+      cmd->add_option("--profile", args->profile,
+                      "transformer: after the timed steps, profile N more and print where the time goes by op "
+                      "(self time share, calls, ms, GFLOP/s, GB/s, MB allocated per step; stderr with --json)")
+          ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", args->json,
                 "One JSON object: name, shape, threads, kernel, times (ms), GFLOP, GFLOP/s, peak_rss_mb");
-  cmd->callback([args, shape, kernel] {  // usage errors (exit 2) before any work
+  cmd->callback([args, shape, kernel, profile] {  // usage errors (exit 2) before any work
     if (args->workload == "transformer" && shape->count() + kernel->count() > 0)
       throw CLI::ValidationError("--shape and --kernel", "apply to `bench attention` only, not to `bench transformer`");
+    if (args->workload == "attention" && profile->count() > 0)
+      throw CLI::ValidationError("--profile", "applies to `bench transformer` only");
     try {
       parse_attention_shape(args->shape);
     } catch (const Error& e) {

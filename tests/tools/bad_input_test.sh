@@ -238,6 +238,7 @@ bad "gradcheck --shapes '' (not every shape set)" 2 "--shapes: expected input sh
 bad "bench attention --shape 0,6,16,2" 2 "--shape: expected B,T,d,h with positive sizes and h dividing d, got '0,6,16,2'" -- "$attograd" bench attention --shape 0,6,16,2
 bad "bench attention --shape 1,6,16,3 (h not dividing d)" 2 "h dividing d" -- "$attograd" bench attention --shape 1,6,16,3
 bad "bench transformer --shape --kernel: do not apply" 2 "--shape and --kernel: apply to \`bench attention\` only" -- "$attograd" bench transformer --shape 1,2,3,4 --kernel streaming
+bad "bench attention --profile: does not apply" 2 "--profile: applies to \`bench transformer\` only" -- "$attograd" bench attention --profile 2
 bad "train charlm --heads 3 --width 128" 2 "--heads 3 does not divide --width 128" -- "$attograd" train charlm --heads 3 --width 128 --out "$out" --quiet
 bad "train charlm --min-lr above --lr" 2 "--min-lr 5 is above --lr 0.001" -- "$attograd" train charlm --min-lr 5 --lr 0.001 --out "$out" --quiet
 bad "train sentiment --heads 3 (dim 16)" 2 "--heads 3 does not divide --dim 16" -- "$attograd" train sentiment --heads 3 --out "$out" --quiet

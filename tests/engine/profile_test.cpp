@@ -1,0 +1,55 @@
+// The profiler's table: every recorded node and every backward node counted once under its op, the
+// products' FLOPs from their shapes (2 per multiply-add, the backward twice the forward), the
+// allocations of each op, a section for work that records nothing, and the observers restored.
+#include "engine/profile.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/ops/arithmetic.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
+
+namespace ag {
+namespace {
+
+std::map<std::string, Profiler::Row> rows_by_op(const Profiler& profiler) {
+  std::map<std::string, Profiler::Row> rows;
+  for (const Profiler::Row& row : profiler.rows()) rows[row.op] = row;
+  return rows;
+}
+
+TEST(Profiler, CountsEachOpAndTheProductsFlops) {
+  const Tensor x = ones({8, 3, 5}).requires_grad_(), w = ones({4, 5}).requires_grad_(), b = ones({4});
+  const Tensor y = ones({5, 6}).requires_grad_();
+  std::map<std::string, Profiler::Row> rows;
+  {
+    Profiler profiler;
+    for (int step = 0; step < 2; ++step) {
+      const Tensor h = linear(x, w, b);                 // (8, 3, 4): 2·24·5·4 FLOPs
+      const Tensor z = matmul(reshape(x, {24, 5}), y);  // (24, 6): 2·24·5·6 FLOPs
+      sum(add(sum(h), sum(z))).backward();
+      profiler.section("(between steps)", [&] { Tensor(zeros({1000})); });
+    }
+    rows = rows_by_op(profiler);
+    EXPECT_NE(profiler.table(2).find("page faults per step"), std::string::npos);
+  }
+  EXPECT_EQ(rows.at("Linear").calls, 2);
+  EXPECT_EQ(rows.at("LinearBackward").calls, 2);
+  EXPECT_DOUBLE_EQ(rows.at("Linear").flops, 2 * 2.0 * 24 * 5 * 4);
+  EXPECT_DOUBLE_EQ(rows.at("LinearBackward").flops, 2 * 2 * 2.0 * 24 * 5 * 4);
+  EXPECT_DOUBLE_EQ(rows.at("Matmul").flops, 2 * 2.0 * 24 * 5 * 6);
+  EXPECT_DOUBLE_EQ(rows.at("MatmulBackward").flops, 2 * 2 * 2.0 * 24 * 5 * 6);
+  EXPECT_EQ(rows.at("Sum").calls, 6);
+  EXPECT_EQ(rows.at("Add").flops, 0);
+  EXPECT_EQ(rows.at("(between steps)").calls, 2);
+  EXPECT_GE(rows.at("(between steps)").bytes_allocated, 2 * 4000.0);
+  EXPECT_GE(rows.at("Linear").bytes_allocated, 2 * 24 * 4 * 4.0);  // its (24, 4) f32 output at least
+  EXPECT_EQ(forward_observer(), nullptr);                          // gone with the profiler
+  EXPECT_EQ(backward_observer(), nullptr);
+}
+
+}  // namespace
+}  // namespace ag
