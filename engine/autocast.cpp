@@ -11,13 +11,26 @@ namespace {
 
 thread_local int autocast_depth = 0;
 
-// A weight's bf16 copy and the version it was made from.
+// A tensor's bf16 copy and the version it was made from: held for a weight (a leaf that requires
+// grad), which every step's forward reads again; only watched for an activation, whose copy lives
+// as long as the nodes that saved it (the projections of one input share it, not keep it).
 struct CachedCast {
   std::weak_ptr<TensorImpl> source;
   uint64_t version = 0;
-  Tensor copy;
+  Tensor held;
+  std::weak_ptr<TensorImpl> watched;
 };
 thread_local std::unordered_map<const TensorImpl*, CachedCast> cast_cache;  // cleared by the outermost guard
+thread_local size_t entries_at_last_sweep = 0;
+
+// Drops the entries whose source or copy is gone, whenever the cache has doubled since the last sweep.
+void sweep_cast_cache() {
+  if (cast_cache.size() < 2 * entries_at_last_sweep + 64) return;
+  std::erase_if(cast_cache, [](const auto& entry) {
+    return entry.second.source.expired() || (!entry.second.held.defined() && entry.second.watched.expired());
+  });
+  entries_at_last_sweep = cast_cache.size();
+}
 
 }  // namespace
 
@@ -30,7 +43,10 @@ AutocastGuard::AutocastGuard(bool enabled) : enabled_(enabled) {
 }
 
 AutocastGuard::~AutocastGuard() {
-  if (enabled_ && --autocast_depth == 0) cast_cache.clear();
+  if (enabled_ && --autocast_depth == 0) {
+    cast_cache.clear();
+    entries_at_last_sweep = 0;
+  }
 }
 
 bool autocast_enabled() { return autocast_depth > 0; }
@@ -40,12 +56,17 @@ bool autocast_products(const Tensor& a, const Tensor& b) {
 }
 
 Tensor autocast_operand(const Tensor& x) {
-  if (!(x.is_leaf() && x.requires_grad()) || autocast_depth == 0) return to(x, DType::bf16);
+  if (autocast_depth == 0) return to(x, DType::bf16);
+  const bool weight = x.is_leaf() && x.requires_grad();
   CachedCast& entry = cast_cache[x.impl()];
-  if (entry.source.lock() != x.impl_ptr() || entry.version != x.version() || !entry.copy.defined() ||
-      entry.copy.shape() != x.shape())
-    entry = {x.impl_ptr(), x.version(), to(x, DType::bf16)};
-  return entry.copy;
+  if (entry.source.lock() == x.impl_ptr() && entry.version == x.version()) {
+    if (entry.held.defined() && entry.held.shape() == x.shape()) return entry.held;
+    if (std::shared_ptr<TensorImpl> copy = entry.watched.lock(); copy && !weight) return Tensor(std::move(copy));
+  }
+  Tensor copy = to(x, DType::bf16);
+  entry = {x.impl_ptr(), x.version(), weight ? copy : Tensor(), weight ? nullptr : copy.impl_ptr()};
+  sweep_cast_cache();
+  return copy;
 }
 
 }  // namespace ag

@@ -27,9 +27,11 @@ bool autocast_enabled();
 // True when a product of these f32 operands runs in bf16: autocast is on and both are f32.
 bool autocast_products(const Tensor& a, const Tensor& b);
 
-// x (f32) rounded to bf16 (round-to-nearest-even, as to(x, DType::bf16)). A leaf that requires grad (a weight) is
-// converted once per version while the outermost guard lives: every use in a step shares one copy,
-// and the optimizer's in-place step (a new version) makes the next one.
+// x (f32) rounded to bf16 (round-to-nearest-even, as to(x, DType::bf16)), converted once per version
+// while the outermost guard lives: a leaf that requires grad (a weight) keeps its copy, so every use
+// in a step shares it and the optimizer's in-place step (a new version) makes the next one; any other
+// tensor shares its copy while something else holds it (the q, k and v projections of one input, whose
+// nodes save it), never keeping it alive itself.
 Tensor autocast_operand(const Tensor& x);
 
 }  // namespace ag

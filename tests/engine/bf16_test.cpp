@@ -245,7 +245,13 @@ TEST(Bf16Autocast, AWeightIsConvertedOncePerVersion) {
   AutocastGuard autocast;
   const Tensor first = autocast_operand(w);
   EXPECT_EQ(autocast_operand(w).raw_data(), first.raw_data()) << "a second use converted it again";
-  EXPECT_NE(autocast_operand(x).raw_data(), autocast_operand(x).raw_data()) << "activations are not cached";
+  // An activation shares its copy while something holds it (a node that saved it), never keeps it.
+  const std::weak_ptr<TensorImpl> unheld = autocast_operand(x).impl_ptr();
+  EXPECT_TRUE(unheld.expired()) << "a copy nothing held was kept";
+  {
+    const Tensor held = autocast_operand(x);
+    EXPECT_EQ(autocast_operand(x).raw_data(), held.raw_data()) << "a held copy was made again";
+  }
   {
     NoGradGuard no_grad;
     w.add_(ones({6, 4}), 1.0);  // an optimizer step: a new version
