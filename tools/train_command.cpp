@@ -183,9 +183,7 @@ Command add_train_charlm(CLI::App* train) {
   return {app, [app, options] {
             carry_over_settings(app, options->training);
             check_heads_divide(options->model.n_head, "--heads", options->model.n_embd, "--width");
-            if (options->min_lr > options->training.lr)
-              throw UsageError(fmt::format("--min-lr {} is above --lr {}: the cosine decays from --lr down to --min-lr",
-                                           options->min_lr, options->training.lr));
+            check_min_lr(options->min_lr, options->training.lr);
             nn::stop_training_on_signals();
             return charlm::train(*options);
           }};
@@ -272,6 +270,7 @@ Command add_train_g2p(CLI::App* train) {
             for (const auto& [option, field] : sizes)
               if (option->count() == 0) options->model.*field = defaults.*field;
             if (dropout->count() == 0) options->model.dropout = defaults.dropout;
+            check_min_lr(options->min_lr, options->training.lr);
             nn::stop_training_on_signals();
             return g2p::train(*options);
           }};

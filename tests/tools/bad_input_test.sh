@@ -240,6 +240,8 @@ bad "bench attention --shape 1,6,16,3 (h not dividing d)" 2 "h dividing d" -- "$
 bad "bench transformer --shape --kernel: do not apply" 2 "--shape and --kernel: apply to \`bench attention\` only" -- "$attograd" bench transformer --shape 1,2,3,4 --kernel streaming
 bad "train charlm --heads 3 --width 128" 2 "--heads 3 does not divide --width 128" -- "$attograd" train charlm --heads 3 --width 128 --out "$out" --quiet
 bad "train charlm --min-lr above --lr" 2 "--min-lr 5 is above --lr 0.001" -- "$attograd" train charlm --min-lr 5 --lr 0.001 --out "$out" --quiet
+bad "train g2p --min-lr above --lr" 2 "--min-lr 0.5 is above --lr 0.001" -- "$attograd" train g2p --min-lr 0.5 --lr 0.001 --out "$out" --quiet
+bad "train g2p --min-lr above the default --lr" 2 "--min-lr 0.01 is above --lr 0.001" -- "$attograd" train g2p --min-lr 0.01 --out "$out" --quiet
 bad "train sentiment --heads 3 (dim 16)" 2 "--heads 3 does not divide --dim 16" -- "$attograd" train sentiment --heads 3 --out "$out" --quiet
 bad "train squares transformer --heads 3" 2 "--heads 3 does not divide --d-model 16" -- "$attograd" train squares --model transformer --heads 3 --out "$out" --quiet
 bad "graph sentiment --heads 3" 2 "--heads 3 does not divide --dim 16" -- "$attograd" graph sentiment --heads 3
