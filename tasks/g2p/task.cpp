@@ -223,6 +223,7 @@ std::string task_settings(const G2POptions& o, const ModelConfig& model, const L
                    {"label_smoothing", o.label_smoothing},
                    {"clip", o.clip},
                    {"max_extra", o.max_extra},
+                   {"beam", o.beam},  // the test set's decoder: its figures depend on it
                    {"train_fraction", o.train_fraction},
                    {"eval_limit", o.eval_limit},
                    {"optimizer", "Adam"}});

@@ -571,8 +571,8 @@ echo "== every run knows its data"
 # eval from another folder (one with a file of the same name) reads the run's file.
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
 cases=$((cases + 1))
-check "train g2p from the data's folder with a relative --data" 0 "test (greedy)" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "${g2p_tiny[@]}" --data pairs.tsv --epochs 1 --out "$scratch/rel-g2p"
-expect "g2p records its data resolved, its sha256 and word count" python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["data"] == sys.argv[2] and c["data_sha256"] == sys.argv[3] and c["data_words"] == 48))' "$scratch/rel-g2p/config.json" "$work/pairs.tsv" "$(sha "$work/pairs.tsv")"
+check "train g2p from the data's folder with a relative --data" 0 "test (beam 2)" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "${g2p_tiny[@]}" --data pairs.tsv --epochs 1 --beam 2 --out "$scratch/rel-g2p"
+expect "g2p records its data resolved, its sha256, word count and --beam" python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["data"] == sys.argv[2] and c["data_sha256"] == sys.argv[3] and c["data_words"] == 48 and c["beam"] == 2))' "$scratch/rel-g2p/config.json" "$work/pairs.tsv" "$(sha "$work/pairs.tsv")"
 cases=$((cases + 1))
 check "train charlm with a relative --data" 0 "final validation loss" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "$attograd" train charlm --data text.txt --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 --width 8 --out "$scratch/rel-charlm" --quiet
 expect "charlm records its data resolved" grep -q "\"data\": \"$work/text.txt\"" "$scratch/rel-charlm/config.json"
