@@ -149,8 +149,13 @@ std::string printable(std::string_view text) {
 
 bool is_control(char32_t c) { return c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0); }
 
+bool is_unicode_space(char32_t c) {
+  return c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200B) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x2060 || c == 0x3000 || c == 0xFEFF;
+}
+
 std::string describe_char(char32_t c) {
-  if (is_control(c)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
+  if (is_control(c) || is_unicode_space(c)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
   return fmt::format("'{}' (U+{:04X})", tasks::encode_utf8(std::u32string(1, c)), static_cast<uint32_t>(c));
 }
 

@@ -51,9 +51,13 @@ std::string printable(std::string_view text);
 
 // A C0 or C1 control character, or DEL.
 bool is_control(char32_t c);
+// A space or separator other than ASCII's, which reads as a space or as nothing: no-break (U+00A0,
+// U+202F), the U+2000 block's widths, zero-width (U+200B, U+2060, U+FEFF), line and paragraph
+// separators (U+2028, U+2029), ideographic (U+3000), Ogham (U+1680), mathematical (U+205F).
+bool is_unicode_space(char32_t c);
 
 // How a character reads in a message: itself and its code point if printable ("'a' (U+0061)"),
-// else only its code point ('\n' → "U+000A").
+// else (a control character, a Unicode space) only its code point ('\n' → "U+000A").
 std::string describe_char(char32_t c);
 
 }  // namespace ag::tasks

@@ -610,6 +610,13 @@ cases=$((cases + 1))
 check "eval g2p on the run's data: no note" 0 "PER" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --split val
 expect "... none" test -z "$(grep note <<<"$last_output")"
 
+echo "== nothing accepted silently"
+# A Unicode space inside a g2p target is refused with file:line, never made part of a phoneme's name.
+for code in 00A0 3000 2028 200B; do
+  /usr/bin/python3 -c 'import sys; sys.stdout.write("dog\tD AO G\ncat\tK AE T\ncats\tK AE" + chr(int(sys.argv[1], 16)) + "T S\n")' "$code" >"$work/space-$code.tsv"
+  bad "train g2p: U+$code inside a target" 1 "space-$code.tsv:3: the target has the Unicode space U+$code, which would join or hide phonemes" -- "${g2p_tiny[@]}" --data "$work/space-$code.tsv" --epochs 1 --out "$scratch/space-$code"
+done
+
 echo "== resume"
 # A resumed run keeps its settings: a flag not given is carried over from the checkpoint, a flag
 # given with another value is refused naming it and both values; only --epochs/--iters (further),
