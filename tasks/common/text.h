@@ -12,10 +12,16 @@
 
 namespace ag::tasks {
 
-// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end). Not an
-// input of the command (a run folder's config.json, which the run replaces): read data with
-// read_data_file.
+// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end) and a file
+// larger than the limit below, before reading it. Not an input of the command (a run folder's
+// config.json, which the run replaces): read data with read_data_file.
 std::string read_file(const std::string& path);
+
+// A data file is read whole, then held as text, lines, code points (4 bytes each) and ids: it may take
+// kDataFileCopies times its size. The largest one read_file reads is kMaxDataFileBytes, or less when
+// kDataFileCopies times it is more than the memory available (memory_limit in memory.h).
+inline constexpr uint64_t kMaxDataFileBytes = uint64_t{1} << 30;
+inline constexpr double kDataFileCopies = 16;
 // read_file for the data a command reads: noted as an input (Note [inputs are not outputs] in
 // engine/io.h: nothing the command writes may replace it); the file and its content's sha256 are
 // recorded, the one digest of data: the ranks of a data-parallel job compare them (they read the same data), a run's

@@ -610,6 +610,21 @@ cases=$((cases + 1))
 check "eval g2p on the run's data: no note" 0 "PER" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --split val
 expect "... none" test -z "$(grep note <<<"$last_output")"
 
+echo "== bounded memory"
+# A data file larger than a data file may be (1 GiB, less on a machine with less than 16 GiB free) is
+# refused before it is read, by every reader of a user's file (a sparse file: no disk).
+truncate -s 2G "$work/huge-data.txt"
+too_big="huge-data.txt: the file is 2147483648 bytes, more than the"
+bad "train charlm --data a 2 GB file" 1 "$too_big" -- "$attograd" train charlm --data "$work/huge-data.txt" --out "$scratch/huge-data" --quiet
+bad "train g2p --data a 2 GB file" 1 "$too_big" -- "${g2p_tiny[@]}" --data "$work/huge-data.txt" --out "$scratch/huge-data"
+bad "train sentiment --data a 2 GB file" 1 "$too_big" -- "$attograd" train sentiment --data "$work/huge-data.txt" --out "$scratch/huge-data" --quiet
+bad "eval charlm --data a 2 GB file" 1 "$too_big" -- "$attograd" eval charlm --checkpoint "$charlm/last.safetensors" --data "$work/huge-data.txt"
+bad "eval g2p --data a 2 GB file" 1 "$too_big" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --data "$work/huge-data.txt"
+bad "eval sentiment --data a 2 GB file" 1 "$too_big" -- "$attograd" eval sentiment --checkpoint "$good/last.safetensors" --data "$work/huge-data.txt"
+bad "predict sentiment --file a 2 GB file" 1 "$too_big" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$work/huge-data.txt"
+bad "predict g2p --file a 2 GB file" 1 "$too_big" -- "$attograd" predict g2p --checkpoint "$g2p_run/last.safetensors" --file "$work/huge-data.txt"
+bad "graph charlm --data a 2 GB file" 1 "$too_big" -- "$attograd" graph charlm --data "$work/huge-data.txt"
+
 echo "== nothing accepted silently"
 # A Unicode space inside a g2p target is refused with file:line, never made part of a phoneme's name.
 for code in 00A0 3000 2028 200B; do
