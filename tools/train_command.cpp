@@ -306,10 +306,8 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   app->add_flag("--quiet", options.quiet, "No progress bar");
-  app->add_option("--max-memory", options.max_memory_mb,
-                  "Refuse to start when the estimated peak memory (printed at the start) is above this many MB "
-                  "(default: the memory available)")
-      ->check(whole_number(1, int64_t{1} << 40));
+  add_max_memory_flag(app, options.max_memory_mb,
+                      "Refuse to start when the estimated peak memory (printed at the start)");
   app->add_flag("--trace-backward", options.trace_backward,
                 "Trace the first step's backward on stderr: each node's op, scope, gradient norms and time, then a "
                 "summary by op");
@@ -317,6 +315,11 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
                 "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
                 "its module scope and whether it was forward or backward");
   return lr;
+}
+
+void add_max_memory_flag(CLI::App* app, int64_t& max_memory_mb, const std::string& what) {
+  app->add_option("--max-memory", max_memory_mb, what + " is above this many MB (default: the memory available)")
+      ->check(whole_number(1, int64_t{1} << 40));
 }
 
 void carry_over_settings(CLI::App* app, tasks::TrainingOptions& training) {

@@ -624,6 +624,15 @@ bad "eval sentiment --data a 2 GB file" 1 "$too_big" -- "$attograd" eval sentime
 bad "predict sentiment --file a 2 GB file" 1 "$too_big" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$work/huge-data.txt"
 bad "predict g2p --file a 2 GB file" 1 "$too_big" -- "$attograd" predict g2p --checkpoint "$g2p_run/last.safetensors" --file "$work/huge-data.txt"
 bad "graph charlm --data a 2 GB file" 1 "$too_big" -- "$attograd" graph charlm --data "$work/huge-data.txt"
+# eval and predict g2p estimate decoding's peak (words at once x --beam x their length) and refuse
+# what would not fit, before decoding, naming the settings (--max-memory bounds it here).
+awk 'BEGIN { srand(3); L = "abcdefghilmnorstuwz"; for (i = 0; i < 600; i++) { w = ""; for (j = 0; j < 7; j++) w = w substr(L, 1 + int(rand() * 19), 1); print w } }' >"$work/words.txt"
+bash "$here/reversal_pairs.sh" <"$work/words.txt" >"$work/many-pairs.tsv"
+bad "predict g2p --beam 64 on 600 words, --max-memory 100" 1 "predict g2p: the estimated peak memory" -- "$attograd" predict g2p --checkpoint "$g2p_run/last.safetensors" --file "$work/words.txt" --beam 64 --max-memory 100
+expect "... naming the batch and the beam" grep -q "set by 512 words at once x --beam 64 words of up to 7 letters" <<<"$last_output"
+bad "eval g2p --eval-batch-size 65536 --beam 64, --max-memory 100" 1 "eval g2p: the estimated peak memory" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --data "$work/many-pairs.tsv" --split train --eval-batch-size 65536 --beam 64 --max-memory 100
+expect "... naming the batch and the beam" grep -q "set by --eval-batch-size 65536 x --beam 64 words of up to 7 letters" <<<"$last_output"
+bad "eval g2p --max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --max-memory 0
 
 echo "== nothing accepted silently"
 # A Unicode space inside a g2p target is refused with file:line, never made part of a phoneme's name.
