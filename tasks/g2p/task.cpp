@@ -282,7 +282,8 @@ void print_confusions(const std::vector<Ids>& predictions, const std::vector<std
   const std::vector<Confusion> confusions = top_confusions(predictions, references, target, top);
   if (confusions.empty()) return;
   fmt::print("most frequent confusions (reference → predicted, ∅ = nothing):\n");
-  for (const Confusion& c : confusions) fmt::print("  {:>4} → {:<4} {:6}\n", c.reference, c.predicted, c.count);
+  for (const Confusion& c : confusions)
+    fmt::print("  {:>4} → {:<4} {:6}\n", tasks::printable(c.reference), tasks::printable(c.predicted), c.count);
 }
 
 // The report (SVG): error rates by word length, the confusions, a few test words' alignments.
@@ -567,7 +568,7 @@ int predict(const PredictOptions& options) {
                         fmt::format("{} words at once", kPredictBatch), options.max_memory_mb);
   const std::vector<Ids> predictions = decode_all(*trained.model, sources, decode, kPredictBatch);
   for (size_t i = 0; i < words.size(); ++i)
-    fmt::print("{}\t{}\n", words[i], trained.target.decode(predictions[i], " "));
+    fmt::print("{}\t{}\n", tasks::printable(words[i]), tasks::printable(trained.target.decode(predictions[i], " ")));
   return 0;
 }
 

@@ -640,6 +640,16 @@ for code in 00A0 3000 2028 200B; do
   /usr/bin/python3 -c 'import sys; sys.stdout.write("dog\tD AO G\ncat\tK AE T\ncats\tK AE" + chr(int(sys.argv[1], 16)) + "T S\n")' "$code" >"$work/space-$code.tsv"
   bad "train g2p: U+$code inside a target" 1 "space-$code.tsv:3: the target has the Unicode space U+$code, which would join or hide phonemes" -- "${g2p_tiny[@]}" --data "$work/space-$code.tsv" --epochs 1 --out "$scratch/space-$code"
 done
+# --min-lr above --lr: the usage cases above. --beam in config.json: "every run knows its data".
+# A model whose weights overflow (finite, so it loads) has non-finite logits: said, not empty pronunciations.
+edit "$g2p_run/last.safetensors" "$ckpt/g2p-overflow.safetensors" scale 1e20
+bad "predict g2p: a model whose logits are not finite" 1 "g2p decode: the model's logits are not finite (NaN at output position 1)" -- "$attograd" predict g2p --checkpoint "$ckpt/g2p-overflow.safetensors" cat dog
+bad "eval g2p --beam 3: a model whose logits are not finite" 1 "the model's logits are not finite" -- "$attograd" eval g2p --checkpoint "$ckpt/g2p-overflow.safetensors" --split val --beam 3
+# Symbols from a checkpoint are printed with control characters escaped, as report.svg shows them.
+symbols=$(python3 -c 'import json, struct, sys; r = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", r[:8])[0]; t = json.loads(json.loads(r[8:8 + n])["__metadata__"]["target_symbols"]); print(json.dumps(t[:3] + [s + "\u001b[31m\r" for s in t[3:]]))' "$g2p_run/last.safetensors")
+edit "$g2p_run/last.safetensors" "$ckpt/g2p-escapes.safetensors" metadata target_symbols "$symbols"
+bad "predict g2p: a checkpoint's symbols with ESC and CR" 0 '\x1b[31m\x0d' -- "$attograd" predict g2p --checkpoint "$ckpt/g2p-escapes.safetensors" cat dog
+expect "... and no raw ESC or CR printed" test "$(tr -d '\033\r' <<<"$last_output")" = "$last_output"
 
 echo "== resume"
 # A resumed run keeps its settings: a flag not given is carried over from the checkpoint, a flag
