@@ -32,6 +32,10 @@ void add_precision_flags(CLI::App& app, std::vector<Command>& commands);
 // may depend on other flags.
 CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,
                                 bool epochs = true);
+// --max-memory MB (train, eval g2p, predict g2p): "`what` is above this many MB (default: the memory
+// available)"; tasks::check_memory or check_memory_quietly refuses what would not fit.
+void add_max_memory_flag(CLI::App* app, int64_t& max_memory_mb, const std::string& what);
+
 // Opens the run folder (training.run_dir; with --resume, its last.safetensors read once). Resuming,
 // each flag of `app` not given takes the value its setting has in the checkpoint's config, so
 // `train TASK --resume OUT` goes on as the run began, and --out defaults to OUT. A flag given with

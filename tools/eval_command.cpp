@@ -77,6 +77,7 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
   g2p->add_option("--report", g2p_options->report,
                   "Also write the report (error rates by length, confusions, attention alignments) as SVG here")
       ->check(kPath);
+  add_max_memory_flag(g2p, g2p_options->max_memory_mb, "Refuse to decode when the estimated peak memory");
   return {{sentiment, [sentiment_options] { return sentiment::eval(*sentiment_options); }},
           {squares, [squares_options] { return squares::eval(*squares_options); }},
           {charlm, [charlm_options] { return charlm::eval(*charlm_options); }},

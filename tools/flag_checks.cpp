@@ -101,4 +101,10 @@ void check_heads_divide(int64_t heads, const std::string& heads_flag, int64_t wi
                                heads_flag, heads, width_flag, width, width));
 }
 
+void check_min_lr(double min_lr, double lr) {
+  if (min_lr <= lr) return;
+  throw UsageError(
+      fmt::format("--min-lr {} is above --lr {}: the schedule decays from --lr down to --min-lr", min_lr, lr));
+}
+
 }  // namespace ag::cli

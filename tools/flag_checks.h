@@ -35,5 +35,7 @@ class UsageError : public Error {
 // Refuses `heads` that do not divide `width` (attention splits the width among the heads), naming
 // both flags and values.
 void check_heads_divide(int64_t heads, const std::string& heads_flag, int64_t width, const std::string& width_flag);
+// Refuses a --min-lr above --lr (a schedule that decays from --lr down to --min-lr), naming both.
+void check_min_lr(double min_lr, double lr);
 
 }  // namespace ag::cli

@@ -29,6 +29,7 @@ std::vector<Command> add_predict_commands(CLI::App& app) {
   g2p->add_option("--beam", g2p_options->beam, "Beam width (1: greedy)")
       ->check(whole_number(1, 64))
       ->capture_default_str();
+  add_max_memory_flag(g2p, g2p_options->max_memory_mb, "Refuse to decode when the estimated peak memory");
   return {{sentiment, [options] { return sentiment::predict(*options); }},
           {g2p, [g2p_options] { return g2p::predict(*g2p_options); }}};
 }

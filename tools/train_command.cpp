@@ -183,9 +183,7 @@ Command add_train_charlm(CLI::App* train) {
   return {app, [app, options] {
             carry_over_settings(app, options->training);
             check_heads_divide(options->model.n_head, "--heads", options->model.n_embd, "--width");
-            if (options->min_lr > options->training.lr)
-              throw UsageError(fmt::format("--min-lr {} is above --lr {}: the cosine decays from --lr down to --min-lr",
-                                           options->min_lr, options->training.lr));
+            check_min_lr(options->min_lr, options->training.lr);
             nn::stop_training_on_signals();
             return charlm::train(*options);
           }};
@@ -272,6 +270,7 @@ Command add_train_g2p(CLI::App* train) {
             for (const auto& [option, field] : sizes)
               if (option->count() == 0) options->model.*field = defaults.*field;
             if (dropout->count() == 0) options->model.dropout = defaults.dropout;
+            check_min_lr(options->min_lr, options->training.lr);
             nn::stop_training_on_signals();
             return g2p::train(*options);
           }};
@@ -307,10 +306,8 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   app->add_flag("--quiet", options.quiet, "No progress bar");
-  app->add_option("--max-memory", options.max_memory_mb,
-                  "Refuse to start when the estimated peak memory (printed at the start) is above this many MB "
-                  "(default: the memory available)")
-      ->check(whole_number(1, int64_t{1} << 40));
+  add_max_memory_flag(app, options.max_memory_mb,
+                      "Refuse to start when the estimated peak memory (printed at the start)");
   app->add_flag("--trace-backward", options.trace_backward,
                 "Trace the first step's backward on stderr: each node's op, scope, gradient norms and time, then a "
                 "summary by op");
@@ -318,6 +315,11 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
                 "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
                 "its module scope and whether it was forward or backward");
   return lr;
+}
+
+void add_max_memory_flag(CLI::App* app, int64_t& max_memory_mb, const std::string& what) {
+  app->add_option("--max-memory", max_memory_mb, what + " is above this many MB (default: the memory available)")
+      ->check(whole_number(1, int64_t{1} << 40));
 }
 
 void carry_over_settings(CLI::App* app, tasks::TrainingOptions& training) {

@@ -56,13 +56,21 @@ void check_masks(const AttentionPlan& p, const Tensor& q, const Tensor& attn_mas
 // calls beat per-block loops on small heads (tools/bench/README.md, "Streaming attention").
 constexpr int64_t kStreamingMinScores = 128 * 128;
 
+}  // namespace
+
+bool attention_streams(int64_t T, int64_t S, const AttentionOptions& o) {
+  if (o.kernel != AttentionKernel::automatic) return o.kernel == AttentionKernel::streaming;
+  return o.dropout_p == 0 && !o.need_weights && T * S >= kStreamingMinScores;
+}
+
+namespace {
+
 bool streams(const AttentionOptions& o, const AttentionPlan& p) {
   const bool can_stream = o.dropout_p == 0 && !o.need_weights;
   AG_CHECK(can_stream || o.kernel != AttentionKernel::streaming,
            "scaled_dot_product_attention: the streaming kernel cannot {} (use kernel = automatic or materialising)",
            o.need_weights ? "return the weights (need_weights)" : "apply dropout (dropout_p > 0)");
-  if (o.kernel != AttentionKernel::automatic) return o.kernel == AttentionKernel::streaming;
-  return can_stream && p.T * p.S >= kStreamingMinScores;
+  return attention_streams(p.T, p.S, o);
 }
 
 AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {

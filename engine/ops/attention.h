@@ -48,4 +48,8 @@ struct Attention {
 Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const AttentionOptions& options = {}, Generator& gen = default_generator());
 
+// Whether the op streams T queries over S keys with these options (the kernel chosen, or automatic's
+// rule): a memory estimate counts the (B, H, T, S) weights only when it does not.
+bool attention_streams(int64_t T, int64_t S, const AttentionOptions& options);
+
 }  // namespace ag

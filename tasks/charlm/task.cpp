@@ -11,6 +11,7 @@
 #include "engine/autograd.h"
 #include "engine/json.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/shape.h"
 #include "nn/checkpoint.h"
@@ -164,7 +165,8 @@ nn::GPTConfig model_config_of(const nlohmann::json& config, const std::string& s
 // per layer 18·B·T·C (the layer norms' outputs, q, k, v, the attention's output and its copy, the
 // residual sums, the MLP's 4C input and GELU's 4C output: counted with a live-bytes tally of the
 // engine's allocations) and B·H·T² (the attention weights the materialising kernel keeps; the
-// streaming one, at 128 × 128 scores and more, keeps none: there this over-counts a little), then
+// streaming one, which attention_streams says runs at 128 × 128 scores and more without dropout,
+// keeps only a logsumexp per query), then
 // 3·B·T·V for the logits, their softmax and gradient and 4·B·T·C for the embeddings and the final
 // norm; an evaluation chunk (eval_windows_per_chunk windows, or the validation text's fewer)
 // holds one layer's work at a time and its logits.
@@ -175,9 +177,11 @@ tasks::MemoryEstimate memory_estimate(const nn::GPTConfig& c, const tasks::Train
              H = static_cast<double>(c.n_head), V = static_cast<double>(c.vocab_size),
              L = static_cast<double>(c.n_layer);
   const int64_t W = std::min(eval_windows_per_chunk(c), eval_windows);
+  const bool streams = attention_streams(c.block_size, c.block_size, {.is_causal = true, .dropout_p = c.dropout});
+  const double weights = streams ? 0 : B * H * T * T;
   return {.task = "charlm",
           .parameters = parameters,
-          .step_bytes = 4 * (L * (18 * B * T * C + B * H * T * T) + 3 * B * T * V + 4 * B * T * C),
+          .step_bytes = 4 * (L * (18 * B * T * C + weights) + 3 * B * T * V + 4 * B * T * C),
           .step_settings = fmt::format("--batch-size {} x --block-size {} (with --width {}, --layers {}, --heads {} "
                                        "and the text's {} distinct characters)",
                                        training.batch_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.vocab_size),

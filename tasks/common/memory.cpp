@@ -80,6 +80,31 @@ MemoryPlan plan_memory(const MemoryEstimate& e) {
           .work = std::max(e.step_bytes, e.eval_bytes)};
 }
 
+namespace {
+
+// Refuses (exit 1) a plan whose peak is above the limit, naming what costs the most.
+void refuse_over_limit(const MemoryEstimate& e, const MemoryPlan& plan, int64_t max_memory_mb) {
+  const double limit = memory_limit(max_memory_mb);
+  if (limit <= 0 || plan.peak() <= limit) return;
+  const bool step_larger = e.step_bytes >= e.eval_bytes;
+  const std::string cause =
+      plan.resident_now > std::max(plan.state, plan.work)
+          ? fmt::format("the program, the model and the data already take {:.0f} MB", plan.resident_now / kMB)
+      : plan.state > plan.work
+          ? fmt::format("the model's {} parameters' gradients and optimizer state take {:.0f} MB", e.parameters,
+                        plan.state / kMB)
+          : fmt::format("{} takes {:.0f} MB, set by {}", step_larger ? "a training step" : "an evaluation chunk",
+                        plan.work / kMB, step_larger ? e.step_settings : e.eval_settings);
+  fail("{} {}: the estimated peak memory, {:.0f} MB, is more than the {:.0f} MB {}: {}; lower it{}", e.command, e.task,
+       plan.peak() / kMB, limit / kMB,
+       max_memory_mb > 0 ? "--max-memory allows" : "available (MemAvailable; --max-memory sets another bound)", cause,
+       e.command == "train"
+           ? " (the estimate is printed at the start of every run; --report-memory prints the measured peak)"
+           : "");
+}
+
+}  // namespace
+
 void check_memory(const MemoryEstimate& e, int64_t max_memory_mb) {
   const MemoryPlan plan = plan_memory(e);
   estimated_peak = plan.peak();
@@ -88,19 +113,11 @@ void check_memory(const MemoryEstimate& e, int64_t max_memory_mb) {
       "memory: estimated peak {:.0f} MB (now {:.0f} MB; gradients and optimizer state {:.0f} MB; {} {:.0f} MB)\n",
       plan.peak() / kMB, plan.resident_now / kMB, plan.state / kMB,
       step_larger ? "a training step" : "an evaluation chunk", plan.work / kMB);
-  const double limit = memory_limit(max_memory_mb);
-  if (limit <= 0 || plan.peak() <= limit) return;
-  const std::string cause =
-      plan.state > plan.work
-          ? fmt::format("the model's {} parameters' gradients and optimizer state take {:.0f} MB", e.parameters,
-                        plan.state / kMB)
-          : fmt::format("{} takes {:.0f} MB, set by {}", step_larger ? "a training step" : "an evaluation chunk",
-                        plan.work / kMB, step_larger ? e.step_settings : e.eval_settings);
-  fail(
-      "train {}: the estimated peak memory, {:.0f} MB, is more than the {:.0f} MB {}: {}; lower it (the estimate "
-      "is printed at the start of every run; --report-memory prints the measured peak)",
-      e.task, plan.peak() / kMB, limit / kMB,
-      max_memory_mb > 0 ? "--max-memory allows" : "available (MemAvailable; --max-memory sets another bound)", cause);
+  refuse_over_limit(e, plan, max_memory_mb);
+}
+
+void check_memory_quietly(const MemoryEstimate& e, int64_t max_memory_mb) {
+  refuse_over_limit(e, plan_memory(e), max_memory_mb);
 }
 
 }  // namespace ag::tasks

@@ -15,13 +15,14 @@ namespace ag::tasks {
 // What a task knows about its run once the model and the data are in memory. A new task fills one
 // from its settings (see tasks/README.md, "Memory") and passes it to check_memory before training.
 struct MemoryEstimate {
-  std::string task;             // "charlm", named in messages
-  int64_t parameters = 0;       // f32 values in the model
-  int64_t optimizer_slots = 2;  // f32 values the optimizer keeps per parameter (Adam, AdamW: 2)
-  double step_bytes = 0;        // one training step's activations, saved tensors and temporaries
-  std::string step_settings;    // the flags that size them: "--batch-size 12 × --block-size 64"
-  double eval_bytes = 0;        // one evaluation chunk's peak
-  std::string eval_settings;    // the flags or sizes that size it
+  std::string command = "train";  // "eval", "predict": named in messages
+  std::string task;               // "charlm", named in messages
+  int64_t parameters = 0;         // f32 values in the model
+  int64_t optimizer_slots = 2;    // f32 values the optimizer keeps per parameter (Adam, AdamW: 2)
+  double step_bytes = 0;          // one training step's activations, saved tensors and temporaries
+  std::string step_settings;      // the flags that size them: "--batch-size 12 × --block-size 64"
+  double eval_bytes = 0;          // one evaluation chunk's peak
+  std::string eval_settings;      // the flags or sizes that size it
 };
 
 // What one chunk of an evaluation or prediction may take (its activations, no graph): a task cuts its
@@ -44,6 +45,9 @@ MemoryPlan plan_memory(const MemoryEstimate& estimate);
 // `max_memory_mb` (0: the memory available, /proc/meminfo's MemAvailable plus what this process
 // holds), naming the setting that costs the most and both figures.
 void check_memory(const MemoryEstimate& estimate, int64_t max_memory_mb);
+// check_memory without printing the estimate, for `eval` and `predict` (parameters 0: no gradients or
+// optimizer state; eval_bytes their decoding's or evaluation's peak), whose output stays their figures.
+void check_memory_quietly(const MemoryEstimate& estimate, int64_t max_memory_mb);
 
 // The memory a run may take, in bytes: --max-memory (`max_memory_mb` > 0), else the memory available
 // (/proc/meminfo's MemAvailable) plus what this process holds; 0 when unknown.

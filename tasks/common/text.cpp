@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "engine/error.h"
 #include "engine/io.h"
 #include "tasks/common/corpus.h"
+#include "tasks/common/memory.h"
 
 namespace ag::tasks {
 
@@ -18,6 +18,23 @@ namespace {
 std::vector<std::pair<std::string, std::string>>& data_files() {
   static std::vector<std::pair<std::string, std::string>> files;
   return files;
+}
+
+// The largest data file read_file reads (text.h).
+uint64_t data_file_limit() {
+  const double memory = memory_limit(0);
+  const double share = memory / kDataFileCopies;
+  return memory > 0 && share < static_cast<double>(kMaxDataFileBytes) ? static_cast<uint64_t>(share)
+                                                                      : kMaxDataFileBytes;
+}
+
+// Refuses a data file of `size` bytes above the limit (text.h), naming the file, its size and the limit.
+void check_data_file_size(const std::string& path, uint64_t size) {
+  const uint64_t limit = data_file_limit();
+  AG_CHECK(size <= limit,
+           "{}: the file is {} bytes, more than the {} bytes a data file may have (it is read whole and held as "
+           "text and characters: at most {} bytes, or 1/{:.0f} of the memory available where that is less)",
+           path, size, limit, kMaxDataFileBytes, kDataFileCopies);
 }
 
 }  // namespace
@@ -53,12 +70,17 @@ std::string read_file(const std::string& path) {
   AG_CHECK(!std::filesystem::is_directory(status), "{}: is a directory, expected a data file", path);
   // Before opening: reading a FIFO or a device could block or never end.
   AG_CHECK(std::filesystem::is_regular_file(status), "{}: is not a regular file, expected a data file", path);
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   AG_CHECK(in.good(), "{}: cannot open the data file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  AG_CHECK(!in.bad(), "{}: cannot read the data file", path);
-  return text.str();
+  const std::streamoff size = in.tellg();
+  AG_CHECK(size >= 0, "{}: cannot find the data file's size", path);
+  check_data_file_size(path, static_cast<uint64_t>(size));  // before a byte is read
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  AG_CHECK(in.gcount() == size && in.peek() == std::char_traits<char>::eof(),
+           "{}: cannot read the data file: it held {} bytes when opened, then changed", path, size);
+  return bytes;
 }
 
 namespace {
@@ -149,8 +171,13 @@ std::string printable(std::string_view text) {
 
 bool is_control(char32_t c) { return c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0); }
 
+bool is_unicode_space(char32_t c) {
+  return c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200B) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x2060 || c == 0x3000 || c == 0xFEFF;
+}
+
 std::string describe_char(char32_t c) {
-  if (is_control(c)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
+  if (is_control(c) || is_unicode_space(c)) return fmt::format("U+{:04X}", static_cast<uint32_t>(c));
   return fmt::format("'{}' (U+{:04X})", tasks::encode_utf8(std::u32string(1, c)), static_cast<uint32_t>(c));
 }
 

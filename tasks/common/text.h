@@ -12,10 +12,16 @@
 
 namespace ag::tasks {
 
-// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end). Not an
-// input of the command (a run folder's config.json, which the run replaces): read data with
-// read_data_file.
+// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end) and a file
+// larger than the limit below, before reading it. Not an input of the command (a run folder's
+// config.json, which the run replaces): read data with read_data_file.
 std::string read_file(const std::string& path);
+
+// A data file is read whole, then held as text, lines, code points (4 bytes each) and ids: it may take
+// kDataFileCopies times its size. The largest one read_file reads is kMaxDataFileBytes, or less when
+// kDataFileCopies times it is more than the memory available (memory_limit in memory.h).
+inline constexpr uint64_t kMaxDataFileBytes = uint64_t{1} << 30;
+inline constexpr double kDataFileCopies = 16;
 // read_file for the data a command reads: noted as an input (Note [inputs are not outputs] in
 // engine/io.h: nothing the command writes may replace it); the file and its content's sha256 are
 // recorded, the one digest of data: the ranks of a data-parallel job compare them (they read the same data), a run's
@@ -51,9 +57,13 @@ std::string printable(std::string_view text);
 
 // A C0 or C1 control character, or DEL.
 bool is_control(char32_t c);
+// A space or separator other than ASCII's, which reads as a space or as nothing: no-break (U+00A0,
+// U+202F), the U+2000 block's widths, zero-width (U+200B, U+2060, U+FEFF), line and paragraph
+// separators (U+2028, U+2029), ideographic (U+3000), Ogham (U+1680), mathematical (U+205F).
+bool is_unicode_space(char32_t c);
 
 // How a character reads in a message: itself and its code point if printable ("'a' (U+0061)"),
-// else only its code point ('\n' → "U+000A").
+// else (a control character, a Unicode space) only its code point ('\n' → "U+000A").
 std::string describe_char(char32_t c);
 
 }  // namespace ag::tasks

@@ -234,6 +234,11 @@ Lexicon parse_pairs(std::string_view bytes, const std::string& path) {
       AG_CHECK(c == U'\t' || !tasks::is_control(c), "{}: the control character {} is not allowed in a pair", where,
                tasks::describe_char(c));
     const std::string source = line.substr(0, tab);
+    for (const char32_t c : std::u32string_view(characters).substr(characters.find(U'\t') + 1))
+      AG_CHECK(!tasks::is_unicode_space(c),
+               "{}: the target has the Unicode space {}, which would join or hide phonemes; separate the target's "
+               "tokens with ASCII spaces",
+               where, tasks::describe_char(c));
     Pronunciation target;
     for (std::string& token : tokens_of(std::string_view(line).substr(tab + 1))) {
       AG_CHECK(std::find(kSpecials.begin(), kSpecials.end(), token) == kSpecials.end(),

@@ -44,7 +44,8 @@ inline constexpr int64_t kMaxTargetTokens = 64;
 // tasks::read_text_file does); the target is tokens separated by spaces, the source is taken
 // character by character. Lines with the same source are its alternatives, in file order
 // (identical ones merged). An error names path:line for a line without exactly one tab, an empty
-// side, a control character, a target token "<pad>", "<bos>" or "<eos>", or a side longer than the
+// side, a control character, a Unicode space in the target (tasks::is_unicode_space: never taken
+// into a phoneme's name), a target token "<pad>", "<bos>" or "<eos>", or a side longer than the
 // limits above; an empty file or invalid UTF-8 is an error too.
 Lexicon read_pairs(const std::string& path);
 Lexicon parse_pairs(std::string_view bytes, const std::string& path);

@@ -30,7 +30,8 @@ Tensor ids_tensor(const Ids& ids) {
 }
 
 // Decodes position by position; `next` gets each live row's logits (rows, V) as f32/f64 values
-// and the step. Either from the cache or by re-running the prefix.
+// and the step. Either from the cache or by re-running the prefix. Logits that are not finite (a model
+// whose weights overflow) are an error: no token can be chosen from them.
 class Stepper {
  public:
   Stepper(G2PTransformer& model, const std::vector<Ids>& sources, bool use_cache)
@@ -63,6 +64,19 @@ class Stepper {
 
  private:
   std::vector<double> logits(const Tensor& keep, const Tensor& tokens) {
+    std::vector<double> values = computed_logits(keep, tokens);
+    const auto bad = std::find_if(values.begin(), values.end(), [](double x) { return !std::isfinite(x); });
+    AG_CHECK(bad == values.end(),
+             "g2p decode: the model's logits are not finite ({} at output position {}): its weights overflow the "
+             "computation, so it has no pronunciation to give; retrain, or use a checkpoint of an earlier epoch",
+             std::isnan(*bad) ? "NaN"
+             : *bad > 0       ? "+Inf"
+                              : "-Inf",
+             prefixes_.empty() ? 0 : prefixes_.front().size());
+    return values;
+  }
+
+  std::vector<double> computed_logits(const Tensor& keep, const Tensor& tokens) {
     NoGradGuard no_grad;
     if (use_cache_) {
       if (keep.defined()) cache_.select(keep);

@@ -223,6 +223,7 @@ std::string task_settings(const G2POptions& o, const ModelConfig& model, const L
                    {"label_smoothing", o.label_smoothing},
                    {"clip", o.clip},
                    {"max_extra", o.max_extra},
+                   {"beam", o.beam},  // the test set's decoder: its figures depend on it
                    {"train_fraction", o.train_fraction},
                    {"eval_limit", o.eval_limit},
                    {"optimizer", "Adam"}});
@@ -281,7 +282,8 @@ void print_confusions(const std::vector<Ids>& predictions, const std::vector<std
   const std::vector<Confusion> confusions = top_confusions(predictions, references, target, top);
   if (confusions.empty()) return;
   fmt::print("most frequent confusions (reference → predicted, ∅ = nothing):\n");
-  for (const Confusion& c : confusions) fmt::print("  {:>4} → {:<4} {:6}\n", c.reference, c.predicted, c.count);
+  for (const Confusion& c : confusions)
+    fmt::print("  {:>4} → {:<4} {:6}\n", tasks::printable(c.reference), tasks::printable(c.predicted), c.count);
 }
 
 // The report (SVG): error rates by word length, the confusions, a few test words' alignments.
@@ -324,6 +326,19 @@ void print_table(const std::vector<nn::EpochRecord>& history) {
 // the test words, --beam rows per word) keeps the memory (S·D) and, per decoder layer, the memory's
 // keys and values (2·S·D) and the self-attention's growing cache (2·(S + max_extra)·D, copied once
 // as it grows).
+constexpr int64_t kPredictBatch = 512;  // words `predict g2p` decodes at once
+
+// Decoding's peak, in bytes: `rows` (words × beam) of up to `longest_word` letters and max_extra more
+// phonemes than letters (Note [memory estimate] below).
+double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, int64_t max_extra) {
+  const auto R = static_cast<double>(rows), W = static_cast<double>(longest_word),
+             steps = W + static_cast<double>(max_extra) + 1, D = static_cast<double>(c.d_model),
+             F = static_cast<double>(c.feed_forward), H = static_cast<double>(c.heads),
+             Ld = static_cast<double>(c.decoder_layers);
+  return 4 * std::max(R * D * (W * (1 + 2 * Ld) + 3 * Ld * steps),   // memory, caches
+                      R * (6 * W * D + 2 * W * F + 2 * H * W * W));  // one encoder layer
+}
+
 tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c, int64_t parameters,
                                       const std::vector<Pair>& pairs, const EvalSet& validation, const EvalSet& test) {
   size_t longest_source = 1, longest_target = 1;
@@ -343,10 +358,6 @@ tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c,
   const double encoder_layer = 10 * S * D + 3 * S * F + 3 * H * S * S;
   const double decoder_layer = 15 * T * D + 2 * S * D + 3 * T * F + 3 * H * (T * T + T * S);
   const double row = Le * encoder_layer + Ld * decoder_layer + 2 * (S + T) * D + 3 * T * V;
-  const auto rows = static_cast<double>(o.eval_batch_size * o.beam), W = static_cast<double>(longest_word),
-             steps = W + static_cast<double>(o.max_extra) + 1;
-  const double decoding = std::max(rows * D * (W * (1 + 2 * Ld) + 3 * Ld * steps),   // memory, caches
-                                   rows * (6 * W * D + 2 * W * F + 2 * H * W * W));  // one encoder layer
   return {.task = "g2p",
           .parameters = parameters,
           .step_bytes = 4 * B * row,
@@ -354,9 +365,27 @@ tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c,
                                        "--d-model {}, --ff {}, --heads {}, --enc-layers {}, --dec-layers {})",
                                        o.training.batch_size, longest_source, longest_target, c.d_model, c.feed_forward,
                                        c.heads, c.encoder_layers, c.decoder_layers),
-          .eval_bytes = 4 * decoding,
+          .eval_bytes = decoding_bytes(c, o.eval_batch_size * o.beam, longest_word, o.max_extra),
           .eval_settings = fmt::format("--eval-batch-size {} x --beam {} words of up to {} letters", o.eval_batch_size,
                                        o.beam, longest_word)};
+}
+
+// `eval` and `predict`: refuses decoding `sources` in batches of `batch_size` words (`batch_setting`
+// names it) × `beam` rows that would not fit (tasks::check_memory_quietly), before decoding.
+void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
+                           const DecodeOptions& decode, int64_t batch_size, const std::string& batch_setting,
+                           int64_t max_memory_mb) {
+  size_t longest_word = 1;
+  for (const Ids& source : sources) longest_word = std::max(longest_word, source.size());
+  const int64_t words = std::min(batch_size, static_cast<int64_t>(sources.size()));
+  tasks::check_memory_quietly(
+      {.command = command,
+       .task = "g2p",
+       .step_settings = "no training step",
+       .eval_bytes = decoding_bytes(c, words * decode.beam, static_cast<int64_t>(longest_word), decode.max_extra),
+       .eval_settings =
+           fmt::format("{} x --beam {} words of up to {} letters", batch_setting, decode.beam, longest_word)},
+      max_memory_mb);
 }
 
 }  // namespace
@@ -497,9 +526,11 @@ int eval(const EvalOptions& options) {
   const Split split = options.split == "test" ? Split::test : options.split == "val" ? Split::val : Split::train;
   const EvalSet set = eval_set(lexicon, split, trained.source, trained.target, 0);
   AG_CHECK(!set.words.empty(), "{}: its {} split is empty", lexicon.path, options.split);
-  const Decoded decoded =
-      decode_timed(*trained.model, set.sources, options.beam,
-                   tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10), options.eval_batch_size);
+  const int64_t max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10);
+  check_decoding_memory("eval", trained.model->config, set.sources, {.beam = options.beam, .max_extra = max_extra},
+                        options.eval_batch_size, fmt::format("--eval-batch-size {}", options.eval_batch_size),
+                        options.max_memory_mb);
+  const Decoded decoded = decode_timed(*trained.model, set.sources, options.beam, max_extra, options.eval_batch_size);
   print_rates(fmt::format("{} ({})", options.split, options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
               score(decoded.predictions, set.references), decoded);
   print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
@@ -531,12 +562,13 @@ int predict(const PredictOptions& options) {
   AG_CHECK(!words.empty(), "predict g2p: no words given; expected WORD... or --file FILE (one word per line)");
   std::vector<Ids> sources;
   for (const std::string& word : words) sources.push_back(trained.source.encode_word(word, "predict g2p"));
-  const std::vector<Ids> predictions = decode_all(
-      *trained.model, sources,
-      {.beam = options.beam, .max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10)},
-      512);
+  const DecodeOptions decode{.beam = options.beam,
+                             .max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10)};
+  check_decoding_memory("predict", trained.model->config, sources, decode, kPredictBatch,
+                        fmt::format("{} words at once", kPredictBatch), options.max_memory_mb);
+  const std::vector<Ids> predictions = decode_all(*trained.model, sources, decode, kPredictBatch);
   for (size_t i = 0; i < words.size(); ++i)
-    fmt::print("{}\t{}\n", words[i], trained.target.decode(predictions[i], " "));
+    fmt::print("{}\t{}\n", tasks::printable(words[i]), tasks::printable(trained.target.decode(predictions[i], " ")));
   return 0;
 }
 

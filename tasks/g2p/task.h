@@ -37,8 +37,9 @@ struct EvalOptions {
   std::string split = "test";  // test, val or train
   int64_t beam = 1;
   int64_t eval_batch_size = 512;
-  int64_t confusions = 10;  // the most frequent phoneme confusions printed
-  std::string report{};     // if set: report.svg of this split written there
+  int64_t confusions = 10;    // the most frequent phoneme confusions printed
+  std::string report{};       // if set: report.svg of this split written there
+  int64_t max_memory_mb = 0;  // decoding's estimated peak above this is refused (0: the memory available)
 };
 
 struct PredictOptions {
@@ -46,6 +47,7 @@ struct PredictOptions {
   std::vector<std::string> words;
   std::string file;  // one word per line
   int64_t beam = 1;
+  int64_t max_memory_mb = 0;  // as EvalOptions'
 };
 
 // Each returns the process exit code; bad input throws ag::Error.

@@ -241,6 +241,8 @@ bad "bench transformer --shape --kernel: do not apply" 2 "--shape and --kernel: 
 bad "bench attention --profile: does not apply" 2 "--profile: applies to \`bench transformer\` only" -- "$attograd" bench attention --profile 2
 bad "train charlm --heads 3 --width 128" 2 "--heads 3 does not divide --width 128" -- "$attograd" train charlm --heads 3 --width 128 --out "$out" --quiet
 bad "train charlm --min-lr above --lr" 2 "--min-lr 5 is above --lr 0.001" -- "$attograd" train charlm --min-lr 5 --lr 0.001 --out "$out" --quiet
+bad "train g2p --min-lr above --lr" 2 "--min-lr 0.5 is above --lr 0.001" -- "$attograd" train g2p --min-lr 0.5 --lr 0.001 --out "$out" --quiet
+bad "train g2p --min-lr above the default --lr" 2 "--min-lr 0.01 is above --lr 0.001" -- "$attograd" train g2p --min-lr 0.01 --out "$out" --quiet
 bad "train sentiment --heads 3 (dim 16)" 2 "--heads 3 does not divide --dim 16" -- "$attograd" train sentiment --heads 3 --out "$out" --quiet
 bad "train squares transformer --heads 3" 2 "--heads 3 does not divide --d-model 16" -- "$attograd" train squares --model transformer --heads 3 --out "$out" --quiet
 bad "graph sentiment --heads 3" 2 "--heads 3 does not divide --dim 16" -- "$attograd" graph sentiment --heads 3
@@ -570,8 +572,8 @@ echo "== every run knows its data"
 # eval from another folder (one with a file of the same name) reads the run's file.
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
 cases=$((cases + 1))
-check "train g2p from the data's folder with a relative --data" 0 "test (greedy)" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "${g2p_tiny[@]}" --data pairs.tsv --epochs 1 --out "$scratch/rel-g2p"
-expect "g2p records its data resolved, its sha256 and word count" python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["data"] == sys.argv[2] and c["data_sha256"] == sys.argv[3] and c["data_words"] == 48))' "$scratch/rel-g2p/config.json" "$work/pairs.tsv" "$(sha "$work/pairs.tsv")"
+check "train g2p from the data's folder with a relative --data" 0 "test (beam 2)" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "${g2p_tiny[@]}" --data pairs.tsv --epochs 1 --beam 2 --out "$scratch/rel-g2p"
+expect "g2p records its data resolved, its sha256, word count and --beam" python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["data"] == sys.argv[2] and c["data_sha256"] == sys.argv[3] and c["data_words"] == 48 and c["beam"] == 2))' "$scratch/rel-g2p/config.json" "$work/pairs.tsv" "$(sha "$work/pairs.tsv")"
 cases=$((cases + 1))
 check "train charlm with a relative --data" 0 "final validation loss" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "$attograd" train charlm --data text.txt --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 --width 8 --out "$scratch/rel-charlm" --quiet
 expect "charlm records its data resolved" grep -q "\"data\": \"$work/text.txt\"" "$scratch/rel-charlm/config.json"
@@ -608,6 +610,47 @@ check "eval g2p --data other pairs: a note" 0 "note: $scratch/other-pairs.tsv is
 cases=$((cases + 1))
 check "eval g2p on the run's data: no note" 0 "PER" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --split val
 expect "... none" test -z "$(grep note <<<"$last_output")"
+
+echo "== bounded memory"
+# A data file larger than a data file may be (1 GiB, less on a machine with less than 16 GiB free) is
+# refused before it is read, by every reader of a user's file (a sparse file: no disk).
+truncate -s 2G "$work/huge-data.txt"
+too_big="huge-data.txt: the file is 2147483648 bytes, more than the"
+bad "train charlm --data a 2 GB file" 1 "$too_big" -- "$attograd" train charlm --data "$work/huge-data.txt" --out "$scratch/huge-data" --quiet
+bad "train g2p --data a 2 GB file" 1 "$too_big" -- "${g2p_tiny[@]}" --data "$work/huge-data.txt" --out "$scratch/huge-data"
+bad "train sentiment --data a 2 GB file" 1 "$too_big" -- "$attograd" train sentiment --data "$work/huge-data.txt" --out "$scratch/huge-data" --quiet
+bad "eval charlm --data a 2 GB file" 1 "$too_big" -- "$attograd" eval charlm --checkpoint "$charlm/last.safetensors" --data "$work/huge-data.txt"
+bad "eval g2p --data a 2 GB file" 1 "$too_big" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --data "$work/huge-data.txt"
+bad "eval sentiment --data a 2 GB file" 1 "$too_big" -- "$attograd" eval sentiment --checkpoint "$good/last.safetensors" --data "$work/huge-data.txt"
+bad "predict sentiment --file a 2 GB file" 1 "$too_big" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" --file "$work/huge-data.txt"
+bad "predict g2p --file a 2 GB file" 1 "$too_big" -- "$attograd" predict g2p --checkpoint "$g2p_run/last.safetensors" --file "$work/huge-data.txt"
+bad "graph charlm --data a 2 GB file" 1 "$too_big" -- "$attograd" graph charlm --data "$work/huge-data.txt"
+# eval and predict g2p estimate decoding's peak (words at once x --beam x their length) and refuse
+# what would not fit, before decoding, naming the settings (--max-memory bounds it here).
+awk 'BEGIN { srand(3); L = "abcdefghilmnorstuwz"; for (i = 0; i < 600; i++) { w = ""; for (j = 0; j < 7; j++) w = w substr(L, 1 + int(rand() * 19), 1); print w } }' >"$work/words.txt"
+bash "$here/reversal_pairs.sh" <"$work/words.txt" >"$work/many-pairs.tsv"
+bad "predict g2p --beam 64 on 600 words, --max-memory 100" 1 "predict g2p: the estimated peak memory" -- "$attograd" predict g2p --checkpoint "$g2p_run/last.safetensors" --file "$work/words.txt" --beam 64 --max-memory 100
+expect "... naming the batch and the beam" grep -q "set by 512 words at once x --beam 64 words of up to 7 letters" <<<"$last_output"
+bad "eval g2p --eval-batch-size 65536 --beam 64, --max-memory 100" 1 "eval g2p: the estimated peak memory" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --data "$work/many-pairs.tsv" --split train --eval-batch-size 65536 --beam 64 --max-memory 100
+expect "... naming the batch and the beam" grep -q "set by --eval-batch-size 65536 x --beam 64 words of up to 7 letters" <<<"$last_output"
+bad "eval g2p --max-memory 0: a usage error" 2 "--max-memory" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --max-memory 0
+
+echo "== nothing accepted silently"
+# A Unicode space inside a g2p target is refused with file:line, never made part of a phoneme's name.
+for code in 00A0 3000 2028 200B; do
+  /usr/bin/python3 -c 'import sys; sys.stdout.write("dog\tD AO G\ncat\tK AE T\ncats\tK AE" + chr(int(sys.argv[1], 16)) + "T S\n")' "$code" >"$work/space-$code.tsv"
+  bad "train g2p: U+$code inside a target" 1 "space-$code.tsv:3: the target has the Unicode space U+$code, which would join or hide phonemes" -- "${g2p_tiny[@]}" --data "$work/space-$code.tsv" --epochs 1 --out "$scratch/space-$code"
+done
+# --min-lr above --lr: the usage cases above. --beam in config.json: "every run knows its data".
+# A model whose weights overflow (finite, so it loads) has non-finite logits: said, not empty pronunciations.
+edit "$g2p_run/last.safetensors" "$ckpt/g2p-overflow.safetensors" scale 1e20
+bad "predict g2p: a model whose logits are not finite" 1 "g2p decode: the model's logits are not finite (NaN at output position 1)" -- "$attograd" predict g2p --checkpoint "$ckpt/g2p-overflow.safetensors" cat dog
+bad "eval g2p --beam 3: a model whose logits are not finite" 1 "the model's logits are not finite" -- "$attograd" eval g2p --checkpoint "$ckpt/g2p-overflow.safetensors" --split val --beam 3
+# Symbols from a checkpoint are printed with control characters escaped, as report.svg shows them.
+symbols=$(python3 -c 'import json, struct, sys; r = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", r[:8])[0]; t = json.loads(json.loads(r[8:8 + n])["__metadata__"]["target_symbols"]); print(json.dumps(t[:3] + [s + "\u001b[31m\r" for s in t[3:]]))' "$g2p_run/last.safetensors")
+edit "$g2p_run/last.safetensors" "$ckpt/g2p-escapes.safetensors" metadata target_symbols "$symbols"
+bad "predict g2p: a checkpoint's symbols with ESC and CR" 0 '\x1b[31m\x0d' -- "$attograd" predict g2p --checkpoint "$ckpt/g2p-escapes.safetensors" cat dog
+expect "... and no raw ESC or CR printed" test "$(tr -d '\033\r' <<<"$last_output")" = "$last_output"
 
 echo "== resume"
 # A resumed run keeps its settings: a flag not given is carried over from the checkpoint, a flag

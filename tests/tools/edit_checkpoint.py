@@ -5,6 +5,8 @@ checksummed file, so the loader's own checks (not the checksum) must catch it. P
   edit_checkpoint.py IN OUT shape            the first model tensor gets one more row (wrong shape)
   edit_checkpoint.py IN OUT dtype            the first model tensor is stored as F64 (wrong dtype)
   edit_checkpoint.py IN OUT nan|inf          the first model tensor's first value becomes NaN / +Inf
+  edit_checkpoint.py IN OUT scale F          every model tensor's values times F (finite, so it loads)
+  edit_checkpoint.py IN OUT metadata KEY S   metadata KEY (e.g. target_symbols) set to the string S
   edit_checkpoint.py IN OUT config KEY JSON  the config's KEY set to the JSON value (e.g. heads 200000)
   edit_checkpoint.py IN OUT deep-config N    the config is an object nested N levels deep
   edit_checkpoint.py IN OUT deep-metadata KEY N  metadata KEY (e.g. vocabulary) is a list nested N deep
@@ -85,6 +87,13 @@ def main(src, dst, mode, *args):
         entry["dtype"] = "F64"
     elif mode in ("nan", "inf"):
         blobs[target] = struct.pack("<f", math.nan if mode == "nan" else math.inf) + blobs[target][4:]
+    elif mode == "scale":
+        for name in names:
+            if not name.startswith("optimizer."):
+                floats = struct.unpack(f"<{len(blobs[name]) // 4}f", blobs[name])
+                blobs[name] = struct.pack(f"<{len(floats)}f", *(max(-3e38, min(3e38, x * float(args[0]))) for x in floats))
+    elif mode == "metadata":
+        metadata[args[0]] = args[1]
     elif mode == "config":
         config = json.loads(metadata["config"])
         config[args[0]] = json.loads(args[1])
