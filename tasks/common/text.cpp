@@ -45,19 +45,19 @@ std::string recorded_data_path(const std::string& path) {
   return error ? std::filesystem::absolute(path, error).lexically_normal().string() : resolved.string();
 }
 
-std::string read_file(const std::string& path) {
-  AG_CHECK(!path.empty(), "no data file given (an empty path)");
+std::string read_file(const std::string& path, std::string_view what) {
+  AG_CHECK(!path.empty(), "no {} given (an empty path)", what);
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
-  AG_CHECK(std::filesystem::exists(status), "{}: cannot open the data file: no such file", path);
-  AG_CHECK(!std::filesystem::is_directory(status), "{}: is a directory, expected a data file", path);
+  AG_CHECK(std::filesystem::exists(status), "{}: cannot open the {}: no such file", path, what);
+  AG_CHECK(!std::filesystem::is_directory(status), "{}: is a directory, expected a {}", path, what);
   // Before opening: reading a FIFO or a device could block or never end.
-  AG_CHECK(std::filesystem::is_regular_file(status), "{}: is not a regular file, expected a data file", path);
+  AG_CHECK(std::filesystem::is_regular_file(status), "{}: is not a regular file, expected a {}", path, what);
   std::ifstream in(path, std::ios::binary);
-  AG_CHECK(in.good(), "{}: cannot open the data file", path);
+  AG_CHECK(in.good(), "{}: cannot open the {}", path, what);
   std::ostringstream text;
   text << in.rdbuf();
-  AG_CHECK(!in.bad(), "{}: cannot read the data file", path);
+  AG_CHECK(!in.bad(), "{}: cannot read the {}", path, what);
   return text.str();
 }
 

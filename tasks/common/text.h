@@ -12,10 +12,10 @@
 
 namespace ag::tasks {
 
-// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end). Not an
-// input of the command (a run folder's config.json, which the run replaces): read data with
-// read_data_file.
-std::string read_file(const std::string& path);
+// The bytes of a file; refuses folders, FIFOs and devices (reading those may never end), naming the
+// file as `what` ("data file", "checkpoint"). Not an input of the command (a run folder's
+// config.json, which the run replaces): read data with read_data_file.
+std::string read_file(const std::string& path, std::string_view what = "data file");
 // read_file for the data a command reads: noted as an input (Note [inputs are not outputs] in
 // engine/io.h: nothing the command writes may replace it); the file and its content's sha256 are
 // recorded, the one digest of data: the ranks of a data-parallel job compare them (they read the same data), a run's
