@@ -677,7 +677,8 @@ cases=$((cases + 1))
 check "g2p --resume RUN --out NEW: no better epoch, the test decodes RUN's best" 0 "test (greedy)" -- "${g2p_tiny[@]}" --resume "$work/g2p-still" --out "$scratch/g2p-new" --epochs 2
 expect "... NEW/best.safetensors is RUN's best epoch" cmp -s "$work/g2p-still/best.safetensors" "$scratch/g2p-new/best.safetensors"
 expect "... and NEW resumes on its own" quietly "${g2p_tiny[@]}" --resume "$scratch/g2p-new" --epochs 3
-# Ctrl-C while g2p decodes its test words at the end: exit 130, the run folder whole.
+# Ctrl-C while g2p decodes its test words at the end (beam 64: half a second after the checkpoint,
+# ten times the signal helper's poll): exit 130, the run folder whole.
 /usr/bin/python3 -c '
 import random
 random.seed(5)
@@ -686,7 +687,7 @@ for _ in range(3000):
   sort -u | bash "$here/reversal_pairs.sh" >"$work/many-pairs.tsv"
 folder="$scratch/g2p-int"
 cases=$((cases + 1))
-signal_when_checkpointed INT "$folder" "$work/g2p-int.log" -- "${g2p_tiny[@]}" --data "$work/many-pairs.tsv" --epochs 1 --train-fraction 0.02 --eval-batch-size 1 --beam 4 --out "$folder"
+signal_when_checkpointed INT "$folder" "$work/g2p-int.log" -- "${g2p_tiny[@]}" --data "$work/many-pairs.tsv" --epochs 1 --train-fraction 0.02 --eval-batch-size 1 --beam 64 --out "$folder"
 if [ "$status" -eq 130 ] && grep -q "stopped by Interrupt while decoding the test words" "$work/g2p-int.log"; then
   echo "OK g2p: SIGINT during the test decoding ends it with 130 and a message"
 else
