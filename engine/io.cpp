@@ -1,7 +1,11 @@
 #include "engine/io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,11 +26,17 @@ namespace ag {
 namespace {
 
 // A new file `stem`.XXXXXX, opened for writing: mkstemp creates it exclusively (O_EXCL), so never
-// through a symlink or over a file someone placed there. Returns its descriptor; sets `path`.
-int create_unique_file(const std::string& stem, std::string& path) {
+// through a symlink or over a file someone placed there. Returns its descriptor; sets `path`. An
+// error names `file`, the file the temporary is for, and its folder (never the temporary's name).
+int create_unique_file(const std::string& stem, const std::string& file, std::string& path) {
   std::string name = stem + ".XXXXXX";
   const int fd = ::mkostemp(name.data(), O_CLOEXEC);
-  AG_CHECK(fd >= 0, "{}: cannot write a temporary file there: {}", name, std::strerror(errno));
+  if (fd < 0) {
+    const int error = errno;
+    const std::string folder = std::filesystem::path(file).parent_path().string();
+    AG_CHECK(error != ENOENT, "{}: cannot write it: the folder {} does not exist", file, folder.empty() ? "." : folder);
+    fail("{}: cannot write it in the folder {}: {}", file, folder.empty() ? "." : folder, std::strerror(error));
+  }
   const mode_t umask = ::umask(0);  // read it: open(…, 0644) would apply it; mkstemp's 0600 would hide the file
   ::umask(umask);
   ::fchmod(fd, 0644 & ~umask);
@@ -183,10 +193,47 @@ void forget_input(const std::string& path) {
   std::erase_if(files.inputs, [&](const auto& input) { return input.second == id; });
 }
 
-std::string create_temporary_file(const std::string& stem) {
-  std::string path;
-  ::close(create_unique_file(stem, path));
-  return path;
+std::string run_program(const std::vector<std::string>& command, std::string_view input) {
+  AG_CHECK(!command.empty(), "run_program: no program given");
+  struct MemoryFile {  // an in-memory file (memfd), closed when it goes
+    int fd;
+    explicit MemoryFile(const std::string& program) : fd(::memfd_create(program.c_str(), MFD_CLOEXEC)) {
+      AG_CHECK(fd >= 0, "{}: cannot make an in-memory file for it: {}", program, std::strerror(errno));
+    }
+    ~MemoryFile() { ::close(fd); }
+  };
+  const MemoryFile in(command[0]), out(command[0]);
+  const int written = write_all(in.fd, input);
+  AG_CHECK(written == 0 && ::lseek(in.fd, 0, SEEK_SET) == 0, "{}: cannot hand it its input: {}", command[0],
+           std::strerror(written ? written : errno));
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, in.fd, STDIN_FILENO);  // the copies lose FD_CLOEXEC
+  ::posix_spawn_file_actions_adddup2(&actions, out.fd, STDOUT_FILENO);
+  std::vector<char*> argv;
+  for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  AG_CHECK(spawned == 0, "{}: cannot run it: {}", command[0], std::strerror(spawned));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  AG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "{}: failed ({})", command[0],
+           WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                             : fmt::format("ended by signal {}", WTERMSIG(status)));
+  struct stat size {};
+  AG_CHECK(::fstat(out.fd, &size) == 0 && ::lseek(out.fd, 0, SEEK_SET) == 0, "{}: cannot read its output: {}",
+           command[0], std::strerror(errno));
+  std::string output(static_cast<size_t>(size.st_size), '\0');
+  for (size_t got = 0; got < output.size();) {
+    const ssize_t n = ::read(out.fd, output.data() + got, output.size() - got);
+    AG_CHECK(n > 0 || (n < 0 && errno == EINTR), "{}: cannot read its output: {}", command[0],
+             n == 0 ? "it ended early" : std::strerror(errno));
+    got += static_cast<size_t>(std::max<ssize_t>(n, 0));
+  }
+  return output;
 }
 
 void write_file_atomically(const std::string& requested, const std::string& bytes, Durability durability) {
@@ -195,7 +242,7 @@ void write_file_atomically(const std::string& requested, const std::string& byte
   if (target.stream) return stream_into(target, requested, bytes);
   const std::string& path = target.file;
   std::string temporary;
-  const int fd = create_unique_file(path + ".tmp", temporary);
+  const int fd = create_unique_file(path + ".tmp", requested, temporary);
   const auto fail_removing_temporary = [&](const char* what, int error) {
     ::unlink(temporary.c_str());
     fail("{}: could not be written: {} failed: {}", requested, what, std::strerror(error));

@@ -1,9 +1,10 @@
 // Writing files: the one writer of every file attograd makes (checkpoints, CSV, JSON, SVG, HTML),
-// atomically, never over one of the command's inputs; the run folder; a temporary file for another
-// program; fsync of what was written.
+// atomically, never over one of the command's inputs; the run folder; another program run on bytes
+// in memory; fsync of what was written.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ag {
@@ -41,9 +42,12 @@ void check_not_an_input(const std::string& output);
 // Takes `path` off the inputs: a run continuing in its own folder replaces the checkpoint it read.
 void forget_input(const std::string& path);
 
-// Creates a new empty file `stem`.XXXXXX (mkstemp: exclusively, never through a planted symlink)
-// and returns its path: a temporary file for another program to write (graph's `dot -o`).
-std::string create_temporary_file(const std::string& stem);
+// Runs `command` (the program looked up on the PATH, then its arguments) with `input` on its standard
+// input and returns what it wrote to its standard output (its standard error is this process's).
+// Both go through in-memory files (memfd), never the file system: a process killed meanwhile, even
+// by SIGKILL, leaves no file behind (graph's `dot -Tsvg`). Throws naming the program when it cannot
+// be run or does not exit with status 0.
+std::string run_program(const std::vector<std::string>& command, std::string_view input);
 
 // Creates the folder `dir` (and its parents) for a run's files, or accepts it if it exists;
 // throws naming `dir` when it is not a folder or cannot be created.

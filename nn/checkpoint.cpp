@@ -106,8 +106,9 @@ void save(const std::string& path, const Module& module, const std::string& conf
   write_file_atomically(path, checkpoint_bytes(module, config, optimizer, metadata));
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
-  SafetensorsFile file = load_safetensors(path);
+namespace {
+
+Checkpoint checkpoint_of(SafetensorsFile file, const std::string& path) {
   ++checkpoint_files_read;
   Checkpoint checkpoint;
   checkpoint.path = path;
@@ -121,6 +122,14 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
   check_format(path, checkpoint);
   return checkpoint;
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) { return checkpoint_of(load_safetensors(path), path); }
+
+Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
+  return checkpoint_of(parse_safetensors(bytes, path), path);
 }
 
 size_t model_memory_budget(const Checkpoint& checkpoint) {

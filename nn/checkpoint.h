@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "nn/module.h"
 #include "nn/optim.h"
@@ -45,6 +46,9 @@ void save(const std::string& path, const Module& module, const std::string& conf
 // Rejects a file that is not an attograd checkpoint of a supported format version, or one whose
 // checksum is missing or does not match its content (a damaged file).
 Checkpoint read_checkpoint(const std::string& path);
+// The same checks on a checkpoint file's bytes, read by the caller (to copy them whole); `path` names
+// them in errors. Counted as a checkpoint read.
+Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path);
 // How many checkpoint files this process has read (read_checkpoint, load): a resume reads its
 // last.safetensors once (tests/tools/resume_reads_test.cpp counts).
 int64_t checkpoints_read();

@@ -107,6 +107,11 @@ void stop_training_on_signals() {
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) std::signal(signal, request_stop);
 }
 
+void stop_if_signalled(const std::string& during, const std::string& kept) {
+  if (const int signal = stop_signal.exchange(0); signal != 0)
+    throw TrainingInterrupted(fmt::format("stopped by {} {}; {}", strsignal(signal), during, kept), signal);
+}
+
 Trainer::Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options)
     : model_(model),
       optimizer_(optimizer),

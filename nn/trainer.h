@@ -180,5 +180,9 @@ class Trainer {
 // only after odls_base_sigkill_timeout) that ask a running Trainer to stop after its
 // current step, save it and throw TrainingInterrupted.
 void stop_training_on_signals();
+// After training, for a task's own long work (g2p's test decoding), called between pieces of it:
+// throws TrainingInterrupted when one of those signals came since, naming it, what it stopped
+// (`during`) and what the run folder keeps (`kept`).
+void stop_if_signalled(const std::string& during, const std::string& kept);
 
 }  // namespace ag::nn

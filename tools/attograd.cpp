@@ -97,6 +97,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
   ag::cli::add_precision_flags(app, commands);
 
   try {
+    ag::cli::refuse_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (ag::nn::dist::ranks() == 1)

@@ -95,6 +95,14 @@ Shape parse_attention_shape(const std::string& text) {
   }
   AG_CHECK(s.size() == 4 && s[0] > 0 && s[1] > 0 && s[2] > 0 && s[3] > 0 && s[2] % s[3] == 0,
            "--shape: expected B,T,d,h with positive sizes and h dividing d, got '{}'", text);
+  const auto fits = [](const Shape& shape) {  // numel's count, without its message about a shape
+    int64_t n = 1;
+    return std::none_of(shape.begin(), shape.end(), [&](int64_t size) { return __builtin_mul_overflow(n, size, &n); });
+  };
+  AG_CHECK(fits({s[0], s[1], s[2]}) && fits({s[0], s[3], s[1], s[1]}),
+           "--shape: B,T,d,h = {}: the block's tensors would have more elements than a tensor can hold (2^63 - 1: "
+           "the input B*T*d and the attention weights B*h*T*T)",
+           text);
   return s;
 }
 
@@ -158,18 +166,19 @@ int run_attention(const BenchArgs& args) {
   const double flops = attention_block_forward_flops(b.B, b.T, b.d);  // Note [counting FLOPs]
   const double fwd_rate = gflops_per_s(flops, fwd), fwdbwd_rate = gflops_per_s(kForwardAndBackward * flops, fwdbwd);
   if (args.json) {
-    fmt::print(R"({{"name": "{}", "shape": [{}, {}, {}, {}], "threads": {}, "kernel": "{}", "fwd_ms": {:.5f}, )"
+    fmt::print(R"({{"name": "{}", "shape": [{}, {}, {}, {}], "threads": {}, "kernel": "{}", "precision": "{}", )"
+               R"("fwd_ms": {:.5f}, )"
                R"("fwdbwd_ms": {:.5f}, "fwd_gflops": {:.4f}, "fwdbwd_gflops": {:.4f}, "fwd_gflop_per_s": {:.2f}, )"
                R"("fwdbwd_gflop_per_s": {:.2f}, "peak_rss_mb": {:.1f}}})"
                "\n",
-               name, b.B, b.T, b.d, b.h, get_num_threads(), args.kernel, fwd, fwdbwd, flops / 1e9,
+               name, b.B, b.T, b.d, b.h, get_num_threads(), args.kernel, args.precision, fwd, fwdbwd, flops / 1e9,
                kForwardAndBackward * flops / 1e9, fwd_rate, fwdbwd_rate, peak_resident_mb());
   } else {
     fmt::print(
-        "{} threads={} iters={} kernel={}: fwd median {:.4f} ms (min {:.4f}) {:.1f} GFLOP/s, fwd+bwd median "
-        "{:.4f} ms (min {:.4f}) {:.1f} GFLOP/s; peak resident {:.0f} MB\n",
-        name, get_num_threads(), iters, args.kernel, fwd, fwd_min, fwd_rate, fwdbwd, fwdbwd_min, fwdbwd_rate,
-        peak_resident_mb());
+        "{} threads={} iters={} kernel={} precision={}: fwd median {:.4f} ms (min {:.4f}) {:.1f} GFLOP/s, fwd+bwd "
+        "median {:.4f} ms (min {:.4f}) {:.1f} GFLOP/s; peak resident {:.0f} MB\n",
+        name, get_num_threads(), iters, args.kernel, args.precision, fwd, fwd_min, fwd_rate, fwdbwd, fwdbwd_min,
+        fwdbwd_rate, peak_resident_mb());
   }
   return 0;
 }

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <set>
+#include <string_view>
 
 #include "engine/error.h"
 #include "tasks/common/text.h"
@@ -94,6 +96,34 @@ const CLI::Validator kPath(
       return "";
     },
     "PATH");
+
+const CLI::Validator kText([](const std::string& text)
+                               -> std::string { return text.empty() ? "expected a text, got an empty string" : ""; },
+                           "TEXT");
+
+namespace {
+
+// The long flags (`--name`) of `app` and of every subcommand below it.
+void collect_flags(CLI::App& app, std::set<std::string>& flags) {
+  for (const CLI::Option* option : app.get_options())
+    for (const std::string& name : option->get_lnames()) flags.insert("--" + name);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) collect_flags(*sub, flags);
+}
+
+}  // namespace
+
+void refuse_empty_values(CLI::App& app, int argc, const char* const* argv) {
+  std::set<std::string> flags;
+  collect_flags(app, flags);
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") return;  // what follows is positional
+    if (!arg.starts_with("--") || !arg.ends_with('=')) continue;
+    const std::string flag(arg.substr(0, arg.size() - 1));
+    if (flags.count(flag))
+      throw CLI::ValidationError(flag, fmt::format("expected a value after '=', got none (write {}=VALUE)", flag));
+  }
+}
 
 void check_heads_divide(int64_t heads, const std::string& heads_flag, int64_t width, const std::string& width_flag) {
   if (heads > 0 && width % heads == 0) return;

@@ -24,6 +24,13 @@ CLI::Validator number(double min, double max);
 extern const CLI::Validator kPositive;
 // A path: not empty, valid UTF-8 (it is stored in config.json and named in messages).
 extern const CLI::Validator kPath;
+// A text to work on: not empty (an empty --prompt gives the model nothing to continue).
+extern const CLI::Validator kText;
+
+// Refuses `--flag=` with nothing after the '=' (a flag of `app` or of any of its subcommands), before
+// CLI11 parses: it would take the next argument as the value (`--lr= --out x` sets --lr to "--out")
+// or end with a message about a missing argument. Throws CLI::ValidationError naming the flag (exit 2).
+void refuse_empty_values(CLI::App& app, int argc, const char* const* argv);
 
 // Flags that contradict each other once the defaults and a resumed run's carried-over values are
 // in, found by a command before any work: the program prints the message and exits 2, as for a

@@ -1,10 +1,7 @@
 // `attograd graph <task>`: the autograd graph of one training step's loss, as a numbered list
 // (text), Graphviz DOT, SVG drawn by Graphviz's `dot`, or the step page (html: tools/step_page.h).
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "engine/graph.h"
 #include "engine/inspect.h"
@@ -29,45 +26,13 @@ struct GraphOptions {
   bool trace_backward = false;
 };
 
-std::string shell_quoted(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-// Runs `dot -Tsvg` on the DOT text and returns the drawing. Both of dot's files are made by
-// create_temporary_file (exclusively: a symlink planted under a predictable name is never followed)
-// in the temporary folder, and removed.
+// Runs `dot -Tsvg` on the DOT text and returns the drawing. The text and the drawing go through
+// memory (ag::run_program), so a graph killed while dot draws leaves no file anywhere.
 std::string render_svg(const std::string& dot) {
   AG_CHECK(std::system("command -v dot > /dev/null 2>&1") == 0,
            "graph: --format svg needs Graphviz's `dot` on the PATH (Debian package graphviz; tools/setup.sh installs "
            "it); use --format dot and render it elsewhere");
-  std::error_code error;
-  const std::string stem = (std::filesystem::temp_directory_path(error) / "attograd-graph").string();
-  const std::string input = create_temporary_file(stem + ".dot");
-  const std::string target = create_temporary_file(stem + ".svg");
-  const auto remove_both = [&] {
-    std::filesystem::remove(input, error);
-    std::filesystem::remove(target, error);
-  };
-  try {
-    write_file_atomically(input, dot, Durability::deferred);
-  } catch (...) {
-    remove_both();
-    throw;
-  }
-  const int status = std::system(("dot -Tsvg " + shell_quoted(input) + " -o " + shell_quoted(target)).c_str());
-  std::string svg = status == 0 ? read_file(target) : "";
-  remove_both();
-  AG_CHECK(status == 0, "graph: `dot -Tsvg` could not draw the graph (exit status {})", status);
-  return svg;
+  return run_program({"dot", "-Tsvg"}, dot);
 }
 
 // One training step's loss, the names of its model's parameters, and the model, kept alive while

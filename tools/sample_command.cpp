@@ -11,7 +11,7 @@ Command add_sample_command(CLI::App& app) {
   sample->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train charlm`")
       ->check(kPath)
       ->required();
-  sample->add_option("--prompt", options->prompt, "Text to continue (default: a newline)");
+  sample->add_option("--prompt", options->prompt, "Text to continue (default: a newline)")->check(kText);
   sample->add_option("--tokens", options->tokens, "Characters to generate")
       ->check(whole_number(0, 100000000))
       ->capture_default_str();

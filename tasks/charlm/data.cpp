@@ -54,11 +54,14 @@ std::vector<int64_t> Vocabulary::encode(std::u32string_view text, const std::str
     }
   }
   if (unknown.empty()) return ids;
+  constexpr size_t kListed = 5;  // a summary, not a flood: a text in another script lacks thousands
   std::string listed;
-  for (const char32_t c : unknown) {
-    if (!listed.empty()) listed += ' ';
-    listed += tasks::describe_char(c);
+  size_t count = 0;
+  for (auto it = unknown.begin(); it != unknown.end() && count < kListed; ++it, ++count) {
+    if (count > 0) listed += ' ';
+    listed += tasks::describe_char(*it);
   }
+  if (unknown.size() > kListed) listed += fmt::format(" and {} more", unknown.size() - kListed);
   AG_CHECK(drop_unknown,
            "{}: {} character(s) the model's vocabulary does not have: {} (--drop-unknown leaves them out)", source,
            unknown.size(), listed);

@@ -49,7 +49,7 @@ Text load_text(const std::string& data) {
 // The text a checkpoint's run trained on (its config's "data"; "" is Moby-Dick), saying where the
 // path came from when it cannot be read.
 Text checkpoint_data(const nlohmann::json& config, const std::string& checkpoint) {
-  const std::string data = tasks::config_string(config, "data", checkpoint, "");
+  const std::string data = tasks::config_string(config, "data", checkpoint);  // "": Moby-Dick
   try {
     return load_text(data);
   } catch (const Error& e) {

@@ -143,14 +143,18 @@ bool same_data_file(const std::string& key, const nlohmann::json& saved, const n
          recorded_data_path(saved.get<std::string>()) == current[key].get<std::string>();
 }
 
-void lock_output_folder(const std::string& out) {
+// Returns the lock file's descriptor (open for the rest of the process: the lock lives with it) and
+// whether this call made the file.
+std::pair<int, bool> lock_output_folder(const std::string& out) {
   const std::string path = out + "/.attograd.lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const bool made = fd >= 0;
+  if (!made && errno == EEXIST) fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   AG_CHECK(fd >= 0, "--out {}: cannot create the lock file {}: {}", out, path, std::strerror(errno));
   struct flock lock {};
   lock.l_type = F_WRLCK;
   lock.l_whence = SEEK_SET;
-  if (::fcntl(fd, F_SETLK, &lock) == 0) return;  // the descriptor stays open: the lock lives with the process
+  if (::fcntl(fd, F_SETLK, &lock) == 0) return {fd, made};
   const int error = errno;
   struct flock holder = lock;
   const bool known = ::fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
@@ -161,12 +165,14 @@ void lock_output_folder(const std::string& out) {
 }
 
 // Refuses a folder where the run's files (config.json, metrics.csv, the checkpoints) would replace
-// one of its inputs (Note [inputs are not outputs] in engine/io.h), before any work. The checkpoint
-// a run continues in its own folder (`resumed`: that last.safetensors) is its to replace.
+// one of its inputs (Note [inputs are not outputs] in engine/io.h), before any work. The checkpoints
+// a run continues in its own folder (`resumed`: its last.safetensors and best.safetensors) are its
+// to replace.
 void check_no_input_replaced(const std::string& out, const std::string& resumed) {
-  const std::string last = out + "/" + file_name(nn::RunFile::last_checkpoint);
   std::error_code error;
-  if (!resumed.empty() && std::filesystem::equivalent(resumed, last, error)) forget_input(resumed);
+  if (!resumed.empty() && std::filesystem::equivalent(resumed, out, error))
+    for (const nn::RunFile file : {nn::RunFile::last_checkpoint, nn::RunFile::best_checkpoint})
+      forget_input(out + "/" + file_name(file));
   for (const nn::RunFile file :
        {nn::RunFile::config, nn::RunFile::metrics, nn::RunFile::last_checkpoint, nn::RunFile::best_checkpoint})
     check_not_an_input(out + "/" + file_name(file));
@@ -179,6 +185,30 @@ RunDir::RunDir(const std::string& resume) : resumed_folder_(resume) {
   const std::string path = resume + "/" + file_name(nn::RunFile::last_checkpoint);
   checkpoint_ = nn::read_checkpoint(path);
   checkpoint_config_ = parse_json(checkpoint_->config(), path);  // an object: read_checkpoint checked
+  if (epochs_done() > 0) resumed_best_ = read_resumed_best();
+}
+
+int64_t RunDir::epochs_done() const {
+  try {
+    return std::stoll(checkpoint().metadata.at("epoch"));
+  } catch (const std::exception&) {
+    fail("{}/last.safetensors: not a training checkpoint (no epoch count in its metadata)", resumed_folder_);
+  }
+}
+
+// The resumed run's best epoch, read and checked before any training: the end of the run reads it
+// (g2p's test, UCI's report), and a run resumed into another --out carries it there.
+std::string RunDir::read_resumed_best() const {
+  const std::string best = resumed_folder_ + "/" + file_name(nn::RunFile::best_checkpoint);
+  std::error_code error;
+  AG_CHECK(std::filesystem::exists(std::filesystem::symlink_status(best, error)),
+           "--resume {}: cannot resume: {} is missing; the run has done {} epoch(s), and its end reads the best of "
+           "them from there: put it back, or start a new run in another --out",
+           resumed_folder_, best, epochs_done());
+  std::string bytes = read_file(best, "checkpoint");
+  nn::parse_checkpoint(bytes, best);
+  note_input(best);
+  return bytes;
 }
 
 const nn::Checkpoint& RunDir::checkpoint() const {
@@ -198,8 +228,12 @@ std::optional<RunDir::Carried> RunDir::carried_over(const std::string& flag, con
   if (!flag.starts_with("--") || !continues(task, model)) return std::nullopt;
   std::string key = flag.substr(2);
   std::replace(key.begin(), key.end(), '-', '_');
-  for (const auto& [setting, its_flag] : settings_named_otherwise())
-    if (!config.contains(key) && its_flag == flag) key = setting;
+  // A flag that is the one flag of a setting named otherwise (--layers: n_layer); not --data, which
+  // many derived settings name.
+  const auto& named = settings_named_otherwise();
+  const auto sets = [&](const auto& entry) { return entry.second == flag; };
+  if (!config.contains(key) && std::count_if(named.begin(), named.end(), sets) == 1)
+    key = std::find_if(named.begin(), named.end(), sets)->first;
   if (!config.contains(key) || config[key] == "") return std::nullopt;  // "": the default (seed 002's data)
   return Carried{key, config[key].is_string() ? config[key].get<std::string>() : config[key].dump()};
 }
@@ -228,12 +262,12 @@ std::string RunDir::resumed_config(const std::string& config, const nn::TrainerO
              folder, key, printable(value.dump()), printable(now), flag_of_setting(key));
     changed[key] = {{"from", value}, {"to", current[key]}};
   }
-  int64_t done = 0;
-  try {
-    done = std::stoll(checkpoint().metadata.at("epoch"));
-  } catch (const std::exception&) {
-    fail("{}/last.safetensors: not a training checkpoint (no epoch count in its metadata)", folder);
-  }
+  for (const auto& [key, _] : current.items())  // data_sha256: a run older than the digest has none
+    AG_CHECK(saved.contains(key) || may_change_on_resume(key) || key == "data_sha256",
+             "{}/last.safetensors: the checkpoint's config has no \"{}\" (the setting of {}), so it does not say "
+             "what the run it continues had (damaged or edited?); start a new run in another --out",
+             folder, key, flag_of_setting(key));
+  const int64_t done = epochs_done();
   if (trainer.steps_per_epoch > 0)
     AG_CHECK(trainer.epochs > done,
              "--resume {}: --iters {} trains nothing: the run has done {} evaluation intervals of {} iterations; give "
@@ -252,12 +286,21 @@ std::string RunDir::resumed_config(const std::string& config, const nn::TrainerO
 }
 
 void RunDir::claim(const std::string& out, const std::string& config) {
-  check_no_input_replaced(out, resuming() ? resumed_folder_ + "/" + file_name(nn::RunFile::last_checkpoint) : "");
+  check_no_input_replaced(out, resuming() ? resumed_folder_ : "");
   create_output_folder(out);
-  check_empty_or_a_run(out);
-  check_not_another_run(out, config);
-  lock_output_folder(out);
+  // Locked before the folder is judged: a run writing there is named, not its half-written files.
+  const auto [lock, made] = lock_output_folder(out);
+  try {
+    check_empty_or_a_run(out);
+    check_not_another_run(out, config);
+  } catch (...) {
+    if (made) ::unlink((out + "/.attograd.lock").c_str());  // a folder refused is left as it was
+    ::close(lock);
+    throw;
+  }
   out_ = out;
+  std::error_code error;
+  if (resumed_best_ && std::filesystem::equivalent(resumed_folder_, out, error)) resumed_best_.reset();
 }
 
 std::string RunDir::path(const std::string& name) const {
@@ -271,8 +314,13 @@ std::string RunDir::where(nn::RunFile file) const { return path(file_name(file))
 
 // Each epoch's files are replaced without waiting for the disk (an fsync would cost more than the
 // epoch): sync() puts them there once.
+// A run resumed into another folder carries its best epoch there with its first checkpoint (after
+// config.json, so the folder is a run's from then on); a better epoch then replaces it.
 void RunDir::write(nn::RunFile file, const std::string& bytes) {
   write_file_atomically(where(file), bytes, Durability::deferred);
+  if (file != nn::RunFile::config || !resumed_best_) return;
+  write_file_atomically(where(nn::RunFile::best_checkpoint), *resumed_best_, Durability::deferred);
+  resumed_best_.reset();
 }
 
 bool RunDir::sync() {

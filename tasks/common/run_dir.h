@@ -36,7 +36,9 @@ std::string resume_table();
 
 class RunDir : public nn::RunFiles {
  public:
-  // A new run (resume empty), or one continuing RESUME/last.safetensors, which is read here, once.
+  // A new run (resume empty), or one continuing RESUME/last.safetensors, which is read here, once;
+  // RESUME/best.safetensors too, once an epoch is done (refused when missing or damaged: the end of
+  // the run reads it, and --out NEW gets a copy with its first checkpoint).
   explicit RunDir(const std::string& resume = {});
 
   bool resuming() const { return checkpoint_.has_value(); }
@@ -72,11 +74,14 @@ class RunDir : public nn::RunFiles {
 
  private:
   std::string path(const std::string& name) const;
+  int64_t epochs_done() const;  // by the resumed checkpoint
+  std::string read_resumed_best() const;
 
   std::string out_;  // the claimed folder ("": none, nothing may be written)
   std::string resumed_folder_;
   std::optional<nn::Checkpoint> checkpoint_;
   nlohmann::json checkpoint_config_;
+  std::optional<std::string> resumed_best_;  // its bytes, until written into another --out
 };
 
 }  // namespace ag::tasks

@@ -13,9 +13,10 @@
 namespace ag::tasks {
 
 // The bytes of a file; refuses folders, FIFOs and devices (reading those may never end) and a file
-// larger than the limit below, before reading it. Not an input of the command (a run folder's
-// config.json, which the run replaces): read data with read_data_file.
-std::string read_file(const std::string& path);
+// larger than the limit below, before reading it, naming the file as `what` ("data file",
+// "checkpoint"). Not an input of the command (a run folder's config.json, which the run replaces):
+// read data with read_data_file.
+std::string read_file(const std::string& path, std::string_view what = "data file");
 
 // A data file is read whole, then held as text, lines, code points (4 bytes each) and ids: it may take
 // kDataFileCopies times its size. The largest one read_file reads is kMaxDataFileBytes, or less when

@@ -226,6 +226,8 @@ Lexicon parse_pairs(std::string_view bytes, const std::string& path) {
   for (size_t n = 0; n < lines.size(); ++n) {
     const std::string& line = lines[n];
     const std::string where = fmt::format("{}:{}", path, n + 1);
+    AG_CHECK(line.find_first_not_of(" \t") != std::string::npos,
+             "{}: the line is blank; expected `source<TAB>target tokens`", where);
     const size_t tab = line.find('\t');
     AG_CHECK(tab != std::string::npos && line.find('\t', tab + 1) == std::string::npos,
              "{}: expected `source<TAB>target tokens` with exactly one tab, got {}", where, tasks::printable(line));
@@ -255,6 +257,7 @@ Lexicon parse_pairs(std::string_view bytes, const std::string& path) {
     merged += !builder.add(source, std::move(target));
   }
   Lexicon lexicon = builder.finish();
+  lexicon.split_rule = SplitRule::mixed;  // a user's words: Note at SplitRule
   int64_t with_alternatives = 0;
   for (const auto& prons : lexicon.prons) with_alternatives += prons.size() > 1;
   lexicon.summary.push_back(
@@ -264,8 +267,9 @@ Lexicon parse_pairs(std::string_view bytes, const std::string& path) {
   return lexicon;
 }
 
-Split split_of(std::string_view word) {
-  const uint64_t bucket = fnv1a64(word) % 10;
+Split split_of(std::string_view word, SplitRule rule) {
+  const uint64_t hash = fnv1a64(word);
+  const uint64_t bucket = (rule == SplitRule::peer ? hash : mix64(hash)) % 10;
   return bucket == 0 ? Split::test : bucket == 1 ? Split::val : Split::train;
 }
 
@@ -276,7 +280,7 @@ std::string_view split_name(Split split) {
 std::vector<int64_t> words_in(const Lexicon& lexicon, Split split) {
   std::vector<int64_t> indices;
   for (size_t k = 0; k < lexicon.words.size(); ++k)
-    if (split_of(lexicon.words[k]) == split) indices.push_back(static_cast<int64_t>(k));
+    if (split_of(lexicon.words[k], lexicon.split_rule) == split) indices.push_back(static_cast<int64_t>(k));
   return indices;
 }
 
@@ -285,7 +289,7 @@ std::string split_table(const Lexicon& lexicon) {
   for (size_t k = 0; k < lexicon.words.size(); ++k) {
     table += lexicon.words[k];
     table += '\t';
-    table += split_name(split_of(lexicon.words[k]));
+    table += split_name(split_of(lexicon.words[k], lexicon.split_rule));
     table += '\t';
     for (size_t p = 0; p < lexicon.prons[k].size(); ++p) {
       if (p > 0) table += '|';

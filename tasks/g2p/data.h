@@ -15,11 +15,22 @@ namespace ag::g2p {
 
 using Pronunciation = std::vector<std::string>;  // phoneme symbols, e.g. {"HH", "AH", "L", "OW"}
 
+// How a lexicon's words are split, by a hash of the word's UTF-8 bytes, % 10: 0 test, 1 val, else
+// train. `peer`: FNV-1a 64 as it is, the PyTorch peer's rule, kept for CMUdict so that both programs
+// train and score on the same words. `mixed`: FNV-1a 64 through a finaliser first (ag::mix64), for a
+// user's pairs: FNV-1a's lowest bit is the parity of the bytes' lowest bits (each step XORs a byte in,
+// then multiplies by an odd prime; the offset basis is odd), and 10 is even, so under `peer` that
+// parity alone decides whether a word can be a validation word (odd buckets) or a test word (even
+// ones): words whose letters all have even codes ("bdf…") are never test words, words with one
+// odd-coded letter among them ("abd…") never validation words, however many there are.
+enum class SplitRule { peer, mixed };
+
 struct Lexicon {
   std::string path;                               // the file it came from
   std::vector<std::string> words;                 // sorted by bytes, each once
   std::vector<std::vector<Pronunciation>> prons;  // per word, in file order, identical ones merged
   std::vector<std::string> summary;               // "data: …" lines for a person: counts, drops, merges
+  SplitRule split_rule = SplitRule::peer;         // CMUdict's; read_pairs sets mixed
   int64_t pairs() const;                          // (word, pronunciation) pairs
 };
 
@@ -52,8 +63,7 @@ Lexicon parse_pairs(std::string_view bytes, const std::string& path);
 
 enum class Split { train, val, test };
 
-// FNV-1a 64 of the word's UTF-8 bytes, % 10: 0 test, 1 val, else train.
-Split split_of(std::string_view word);
+Split split_of(std::string_view word, SplitRule rule = SplitRule::peer);
 std::string_view split_name(Split split);  // "train", "val", "test"
 
 // Indices into lexicon.words of the words in `split`, in the words' order.

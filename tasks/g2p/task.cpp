@@ -255,6 +255,23 @@ Trained load_trained(const std::string& path) {
   return {std::move(model), std::move(source), std::move(target), std::move(config)};
 }
 
+// The words `predict` is given as the model's ids: each one not empty and short enough to decode (its
+// letters, then up to max_extra phonemes and <eos>, in the model's max_len positions).
+std::vector<Ids> encode_words(const Trained& trained, const std::vector<std::string>& words, int64_t max_extra) {
+  const int64_t longest = trained.model->config.max_len - max_extra - 1;
+  std::vector<Ids> sources;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string where = fmt::format("predict g2p: word {}", i + 1);
+    AG_CHECK(!words[i].empty(), "{} is empty; expected a word to spell out", where);
+    sources.push_back(trained.source.encode_word(words[i], where));
+    AG_CHECK(static_cast<int64_t>(sources.back().size()) <= longest,
+             "{} has {} characters, more than the {} this model decodes (its {} positions, less the run's "
+             "--max-extra {} and one for the end)",
+             where, sources.back().size(), longest, trained.model->config.max_len, max_extra);
+  }
+  return sources;
+}
+
 struct Decoded {
   std::vector<Ids> predictions;
   double seconds = 0;
@@ -262,9 +279,9 @@ struct Decoded {
 };
 
 Decoded decode_timed(G2PTransformer& model, const std::vector<Ids>& sources, int64_t beam, int64_t max_extra,
-                     int64_t batch_size) {
+                     int64_t batch_size, const std::function<void(int64_t)>& done = {}) {
   const auto start = std::chrono::steady_clock::now();
-  Decoded d{decode_all(model, sources, {.beam = beam, .max_extra = max_extra}, batch_size)};
+  Decoded d{decode_all(model, sources, {.beam = beam, .max_extra = max_extra}, batch_size, done)};
   d.seconds = Seconds(std::chrono::steady_clock::now() - start).count();
   return d;
 }
@@ -487,12 +504,19 @@ int train(const G2POptions& options) {
   model.eval();
   fmt::print("best epoch {} (lowest validation WER) -> {}\n",
              loaded.metadata.count("epoch") ? loaded.metadata.at("epoch") : "?", best);
-  const Decoded greedy = decode_timed(model, test.sources, 1, options.max_extra, options.eval_batch_size);
+  // Ctrl-C here stops the decoding (minutes on CMUdict); the run's files are whole already.
+  const auto stop_if_asked = [&](int64_t) {
+    nn::stop_if_signalled(
+        "while decoding the test words",
+        fmt::format("{} holds the whole run (eval g2p --checkpoint {} decodes them)", trained->folder->where(), best));
+  };
+  const Decoded greedy =
+      decode_timed(model, test.sources, 1, options.max_extra, options.eval_batch_size, stop_if_asked);
   print_rates("test (greedy)", score(greedy.predictions, test.references), greedy);
   const Decoded* reported = &greedy;
   Decoded beam;
   if (options.beam > 1) {
-    beam = decode_timed(model, test.sources, options.beam, options.max_extra, options.eval_batch_size);
+    beam = decode_timed(model, test.sources, options.beam, options.max_extra, options.eval_batch_size, stop_if_asked);
     print_rates(fmt::format("test (beam {})", options.beam), score(beam.predictions, test.references), beam);
     reported = &beam;
   }
@@ -519,7 +543,7 @@ int eval(const EvalOptions& options) {
   AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
            "eval g2p: --split must be test, val or train, got '{}'", options.split);
   const std::string data =
-      options.data.empty() ? tasks::config_string(trained.config, "data", options.checkpoint, "") : options.data;
+      options.data.empty() ? tasks::config_string(trained.config, "data", options.checkpoint) : options.data;
   const Lexicon lexicon = load_lexicon(data, tasks::config_bool(trained.config, "stress", options.checkpoint));
   tasks::note_if_not_the_runs_data(trained.config, options.checkpoint, lexicon.path);
   if (!options.report.empty()) check_not_an_input(options.report);  // before decoding, not after
@@ -560,10 +584,9 @@ int predict(const PredictOptions& options) {
     }
   }
   AG_CHECK(!words.empty(), "predict g2p: no words given; expected WORD... or --file FILE (one word per line)");
-  std::vector<Ids> sources;
-  for (const std::string& word : words) sources.push_back(trained.source.encode_word(word, "predict g2p"));
-  const DecodeOptions decode{.beam = options.beam,
-                             .max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10)};
+  const int64_t max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10);
+  const std::vector<Ids> sources = encode_words(trained, words, max_extra);
+  const DecodeOptions decode{.beam = options.beam, .max_extra = max_extra};
   check_decoding_memory("predict", trained.model->config, sources, decode, kPredictBatch,
                         fmt::format("{} words at once", kPredictBatch), options.max_memory_mb);
   const std::vector<Ids> predictions = decode_all(*trained.model, sources, decode, kPredictBatch);

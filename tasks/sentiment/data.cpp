@@ -37,6 +37,7 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
     const size_t tab = line.find('\t');
     AG_CHECK(tab != std::string::npos, "{}:{}: expected 'label<TAB>text', found no tab", source, number);
     const std::string label = line.substr(0, tab);
+    AG_CHECK(!label.empty(), "{}:{}: the label (before the tab) is empty; expected 0 or 1", source, number);
     AG_CHECK(label == "0" || label == "1", "{}:{}: label must be 0 or 1, got '{}'", source, number,
              tasks::printable(label.substr(0, 20)));
     Example example{line.substr(tab + 1), label == "1"};

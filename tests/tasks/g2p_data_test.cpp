@@ -49,9 +49,34 @@ TEST(G2pData, FnvAndSplitRule) {
   EXPECT_EQ(fnv1a64("hello"), 0xa430d84680aabd0bULL);  // the peer's start-up check
   // 0xa430d84680aabd0b % 10 = 11831194018420276491 % 10 = 1.
   EXPECT_EQ(split_of("hello"), Split::val);
+  EXPECT_EQ(split_of("hello", SplitRule::mixed), split_of("hello", SplitRule::mixed));  // a rule, not a draw
   EXPECT_EQ(split_name(Split::train), "train");
   EXPECT_EQ(split_name(Split::val), "val");
   EXPECT_EQ(split_name(Split::test), "test");
+}
+
+// FNV-1a's lowest bit is the parity of the bytes' lowest bits, so under the peer's rule words of one
+// odd-coded letter ('a') and even-coded ones are never validation words (bucket 1); a user's pairs are
+// split on mixed bits.
+TEST(G2pData, UserPairsAreSplitOnMixedBits) {
+  int64_t peer_val = 0, mixed[3] = {0, 0, 0};
+  const std::string even = "bdfhjlnprtvxz";
+  for (const char a : even)
+    for (const char b : even)
+      for (const char c : even) {
+        const std::string word{'a', a, b, c};
+        peer_val += split_of(word) == Split::val;
+        ++mixed[static_cast<int>(split_of(word, SplitRule::mixed))];
+      }
+  EXPECT_EQ(peer_val, 0);
+  const double words = 13.0 * 13 * 13;  // about 80% train, 10% validation, 10% test
+  EXPECT_NEAR(mixed[static_cast<int>(Split::train)] / words, 0.8, 0.05);
+  EXPECT_NEAR(mixed[static_cast<int>(Split::val)] / words, 0.1, 0.03);
+  EXPECT_NEAR(mixed[static_cast<int>(Split::test)] / words, 0.1, 0.03);
+  TempDir dir;
+  const std::string path = (dir / "pairs.tsv").string();
+  write(path, "bdf\tF D B\n");
+  EXPECT_EQ(read_pairs(path).split_rule, SplitRule::mixed);
 }
 
 TEST(G2pData, CmudictCountsAndSplitAreThePeers) {
@@ -205,7 +230,8 @@ TEST(G2pData, BadPairsAreErrorsNamingFileAndLine) {
   for (int k = 0; k < 64; ++k) long_target += " t";
   expect_line_error("a\t" + long_target, "65 tokens; at most 64");
   expect_line_error("a\xC3\tb", "invalid UTF-8");
-  expect_line_error("", "exactly one tab");
+  expect_line_error("", "the line is blank");
+  expect_line_error(" \t ", "the line is blank");
   write(path, "");
   expect_error([&] { read_pairs(path); }, {path, "empty"});
   // The limits are inclusive: 64 characters and 64 tokens are fine.

@@ -120,9 +120,9 @@ edit "$charlm/last.safetensors" "$ckpt/charlm-data-missing.safetensors" config d
 cp "$ckpt/length-0.safetensors" "$ckpt/big-length-0.safetensors" && truncate -s 1G "$ckpt/big-length-0.safetensors"
 edit "$good/last.safetensors" "$ckpt/big-length.safetensors" header-length 150000000
 truncate -s 200M "$ckpt/big-length.safetensors"
-resume_from() {  # resume_from CHECKPOINT: a run folder holding it as last.safetensors
+resume_from() {  # resume_from CHECKPOINT: a run folder holding it as last.safetensors (and a good best)
   local run="$work/resume-$(basename "$1" .safetensors)"
-  mkdir -p "$run" && cp "$1" "$run/last.safetensors" && echo "$run"
+  mkdir -p "$run" && cp "$1" "$run/last.safetensors" && cp "$good/best.safetensors" "$run/" && echo "$run"
 }
 # A message must not be a library's own text.
 internals() { grep -qE 'json\.exception|bad_alloc|filesystem error|^attograd: error: : ' <<<"$1"; }
@@ -584,7 +584,7 @@ cases=$((cases + 1))
 check "train sentiment with a relative --data" 0 "test sentences right" -- bash -c 'cd "$1" && shift && "$@"' _ "$data" "$attograd" train sentiment --data lf.tsv --epochs 1 --batch-size 4 --out "$scratch/rel-sentiment" --quiet
 expect "sentiment records its data resolved" grep -q "\"data\": \"$data/lf.tsv\"" "$scratch/rel-sentiment/config.json"
 # A run whose data an older version recorded relative resumes from the folder it ran in.
-mkdir -p "$scratch/old-relative" && cp "$charlm/config.json" "$scratch/old-relative/"
+mkdir -p "$scratch/old-relative" && cp "$charlm/config.json" "$charlm/best.safetensors" "$scratch/old-relative/"
 edit "$charlm/last.safetensors" "$scratch/old-relative/last.safetensors" config data '"text.txt"'
 cases=$((cases + 1))
 check "charlm --resume of a run that recorded its data relative" 0 "final validation loss" -- bash -c 'cd "$1" && shift && "$@"' _ "$work" "$attograd" train charlm --resume "$scratch/old-relative" --iters 4 --quiet
@@ -708,6 +708,114 @@ for task_signal in "sentiment TERM 143" "sentiment HUP 129" "squares TERM 143" "
   fi
   expect "$task: after SIG$sig, last.safetensors loads" quietly "$attograd" eval "$task" --checkpoint "$folder/last.safetensors" $([ "$task" = squares ] && echo --n 4) $([ "$task" = charlm ] && echo --data "$data/chars.txt")
 done
+
+echo "== fail before the work"
+# A resume whose folder lacks what the end of the run reads (best.safetensors) is refused before
+# training; --resume RUN --out NEW carries RUN's best epoch into NEW, so the end finds it there.
+cp -r "$good" "$work/no-best" && rm "$work/no-best/best.safetensors"
+bad "resume: the run folder has no best.safetensors" 1 "--resume $work/no-best: cannot resume: $work/no-best/best.safetensors is missing" -- "$attograd" train sentiment --resume "$work/no-best" --epochs 3 --quiet
+cp -r "$g2p_run" "$work/g2p-no-best" && rm "$work/g2p-no-best/best.safetensors"
+bad "g2p resume: the run folder has no best.safetensors (refused before training)" 1 "$work/g2p-no-best/best.safetensors is missing" -- "${g2p_tiny[@]}" --resume "$work/g2p-no-best" --epochs 2
+"${g2p_tiny[@]}" --data "$work/pairs.tsv" --lr 1e-12 --epochs 1 --out "$work/g2p-still" >/dev/null 2>&1
+cases=$((cases + 1))
+check "g2p --resume RUN --out NEW: no better epoch, the test decodes RUN's best" 0 "test (greedy)" -- "${g2p_tiny[@]}" --resume "$work/g2p-still" --out "$scratch/g2p-new" --epochs 2
+expect "... NEW/best.safetensors is RUN's best epoch" cmp -s "$work/g2p-still/best.safetensors" "$scratch/g2p-new/best.safetensors"
+expect "... and NEW resumes on its own" quietly "${g2p_tiny[@]}" --resume "$scratch/g2p-new" --epochs 3
+# Ctrl-C while g2p decodes its test words at the end (beam 64: half a second after the checkpoint,
+# ten times the signal helper's poll): exit 130, the run folder whole.
+/usr/bin/python3 -c '
+import random
+random.seed(5)
+for _ in range(3000):
+    print("".join(random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(random.randint(3, 9))))' |
+  sort -u | bash "$here/reversal_pairs.sh" >"$work/many-pairs.tsv"
+folder="$scratch/g2p-int"
+cases=$((cases + 1))
+signal_when_checkpointed INT "$folder" "$work/g2p-int.log" -- "${g2p_tiny[@]}" --data "$work/many-pairs.tsv" --epochs 1 --train-fraction 0.02 --eval-batch-size 1 --beam 64 --out "$folder"
+if [ "$status" -eq 130 ] && grep -q "stopped by Interrupt while decoding the test words" "$work/g2p-int.log"; then
+  echo "OK g2p: SIGINT during the test decoding ends it with 130 and a message"
+else
+  echo "NOT OK g2p: SIGINT during the test decoding: exit $status (expected 130): $(cat "$work/g2p-int.log")"
+  failures=$((failures + 1))
+fi
+expect "... its best.safetensors loads" quietly "$attograd" --threads 1 eval g2p --checkpoint "$folder/best.safetensors" --split val
+expect "... its config.json parses" python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$folder/config.json"
+expect "... its metrics.csv has the epoch" test "$(wc -l <"$folder/metrics.csv")" -eq 2
+expect "... no temporary files" test -z "$(find "$folder" -name '*.tmp.*')"
+
+echo "== say exactly what is wrong"
+printf 'cat\tT A C\n\ndog\tG O D\n' >"$data/blank.tsv"
+printf '\tgood film\n1\tbad film\n' >"$data/empty-label.tsv"
+bad "g2p --data: a blank line" 1 "blank.tsv:2: the line is blank; expected \`source<TAB>target tokens\`" -- "${g2p_tiny[@]}" --data "$data/blank.tsv" --out "$out"
+bad "eval g2p --data: a blank line" 1 "blank.tsv:2: the line is blank" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --data "$data/blank.tsv"
+bad "sentiment --data: an empty label" 1 "empty-label.tsv:1: the label (before the tab) is empty; expected 0 or 1" -- "${train_s[@]}" --data "$data/empty-label.tsv"
+bad "--lr= (an empty value)" 2 "--lr: expected a value after '=', got none" -- "$attograd" train sentiment --lr= --out "$out" --quiet
+bad "graph --format= (an empty value)" 2 "--format: expected a value after '=', got none" -- "$attograd" graph squares --format=
+bad "eval g2p --split= (an empty value)" 2 "--split: expected a value after '=', got none" -- "$attograd" eval g2p --checkpoint "$g2p_run/last.safetensors" --split=
+bad "--explain into a missing folder: names the folder" 1 "$work/no-such-folder/x.svg: cannot write it: the folder $work/no-such-folder does not exist" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$work/no-such-folder/x.svg"
+expect "... and no temporary file's name" test -z "$(grep -o '\.tmp\.' <<<"$last_output")"
+bad "graph --out into a missing folder" 1 "the folder $work/no-such-folder does not exist" -- "$attograd" graph squares --format dot --out "$work/no-such-folder/g.dot"
+bad "eval g2p --report into a missing folder" 1 "the folder $work/no-such-folder does not exist" -- "$attograd" --threads 1 eval g2p --checkpoint "$g2p_run/last.safetensors" --split val --report "$work/no-such-folder/r.svg"
+edit "$charlm/last.safetensors" "$ckpt/charlm-no-data.safetensors" no-config-key data
+edit "$g2p_run/last.safetensors" "$ckpt/g2p-no-data.safetensors" no-config-key data
+bad "eval charlm: the checkpoint's config has no data" 1 "charlm-no-data.safetensors: the checkpoint's config has no \"data\"" -- "$attograd" eval charlm --checkpoint "$ckpt/charlm-no-data.safetensors"
+bad "eval g2p: the checkpoint's config has no data" 1 "g2p-no-data.safetensors: the checkpoint's config has no \"data\"" -- "$attograd" eval g2p --checkpoint "$ckpt/g2p-no-data.safetensors"
+mkdir -p "$work/no-lr" && cp "$good/config.json" "$good/best.safetensors" "$work/no-lr/"
+edit "$good/last.safetensors" "$work/no-lr/last.safetensors" no-config-key lr
+bad "resume: the checkpoint's config has no lr" 1 "$work/no-lr/last.safetensors: the checkpoint's config has no \"lr\"" -- "$attograd" train sentiment --resume "$work/no-lr" --epochs 3 --quiet
+mkdir -p "$work/no-data" && cp "$good/config.json" "$good/best.safetensors" "$work/no-data/"
+edit "$good/last.safetensors" "$work/no-data/last.safetensors" no-config-key data
+bad "resume: the checkpoint's config has no data" 1 "$work/no-data/last.safetensors: the checkpoint's config has no \"data\"" -- "$attograd" train sentiment --resume "$work/no-data" --epochs 3 --quiet
+bad "predict g2p: an empty word" 1 "predict g2p: word 2 is empty" -- "$attograd" predict g2p --checkpoint "$g2p_run/last.safetensors" cat ""
+bad "predict g2p: a word longer than the model's context" 1 "predict g2p: word 1 has 250 characters, more than the 245" -- "$attograd" predict g2p --checkpoint "$g2p_run/last.safetensors" "$(printf 'a%.0s' $(seq 250))"
+bad "sample --prompt \"\"" 2 "--prompt: expected a text, got an empty string" -- "$attograd" sample --checkpoint "$charlm/last.safetensors" --prompt ""
+bad "bench attention --shape whose sizes overflow" 2 "--shape: B,T,d,h = 1000000000,1000000000,16,2" -- "$attograd" bench attention --shape 1000000000,1000000000,16,2
+cases=$((cases + 1))
+check "bench says which precision ran" 0 "precision=f32" -- "$attograd" bench attention --shape 1,6,16,2 --iters 1
+# FNV-1a's low bit is the parity of the bytes' low bits: words of one odd-coded letter ('a') among
+# even-coded ones all hash to even buckets, so `% 10` gave them no validation word, and words of
+# even-coded letters alone no test word, however many there were. A user's data is split on
+# well-mixed bits.
+for odd in a ""; do
+  for a in b d f h j l n p r t; do for b in b d f h j l n p r t; do for c in v x z b d; do echo "$odd$a$b$c"; done; done; done |
+    bash "$here/reversal_pairs.sh" >"$data/parity.tsv"
+  cases=$((cases + 1))
+  check "g2p --data of words of one parity (${odd:-even}): validation and test words" 0 "test (greedy)" -- "${g2p_tiny[@]}" --data "$data/parity.tsv" --epochs 1 --out "$scratch/parity-${odd:-even}"
+done
+printf 'cat\tT A C\n' >"$data/one-pair.tsv"
+bad "g2p --data of one pair: the split's advice" 1 "the hash split needs more words" -- "${g2p_tiny[@]}" --data "$data/one-pair.tsv" --out "$out"
+{ /usr/bin/python3 -c 'import sys; sys.stdout.write("".join(chr(0x4e00 + i) for i in range(3000)) + "\n")'; cat "$work/text.txt"; } >"$work/cjk.txt"
+cases=$((cases + 1))
+check "eval charlm --drop-unknown: a summary, not 3000 characters" 0 " more)" -- "$attograd" eval charlm --checkpoint "$charlm/last.safetensors" --data "$work/cjk.txt" --drop-unknown --split all
+expect "... in a line of at most 400 characters" test "$(grep -- '--drop-unknown' <<<"$last_output" | wc -c)" -le 400
+
+echo "== leave nothing behind"
+# graph --format svg killed while dot draws: nothing left in the temporary folder.
+if command -v dot >/dev/null; then
+  mkdir -p "$work/slow-dot" "$work/graph-tmp"
+  printf '#!/bin/sh\nsleep 30 &\necho "$$ $!" >"%s"\nwait\nexec %s "$@"\n' "$work/slow-dot/started" "$(command -v dot)" >"$work/slow-dot/dot"
+  chmod +x "$work/slow-dot/dot"
+  for sig in TERM KILL; do
+    rm -f "$work/slow-dot/started"
+    TMPDIR="$work/graph-tmp" PATH="$work/slow-dot:$PATH" "$attograd" graph squares --format svg --out "$scratch/slow.svg" >/dev/null 2>&1 &
+    grapher=$!
+    for _ in $(seq 200); do [ -s "$work/slow-dot/started" ] && break; sleep 0.05; done
+    kill "-$sig" "$grapher"
+    wait "$grapher" 2>/dev/null
+    kill $(cat "$work/slow-dot/started") 2>/dev/null  # the slow dot and its sleep
+    cases=$((cases + 1))
+    expect "graph killed (SIG$sig) while dot draws: the temporary folder is empty" test -z "$(ls -A "$work/graph-tmp")"
+    rm -rf "$work/graph-tmp"/*
+  done
+fi
+# Two runs racing for one --out: the second is told another run is writing, whatever the first has
+# written so far (here its first checkpoint, before its config.json).
+mkdir -p "$work/racing" && cp "$good/last.safetensors" "$work/racing/" && : >"$work/racing/.attograd.lock"
+python3 -c 'import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX); print(os.getpid(), flush=True); time.sleep(60)' "$work/racing/.attograd.lock" >"$work/racer.pid" &
+racer=$!
+for _ in $(seq 100); do [ -s "$work/racer.pid" ] && break; sleep 0.05; done
+bad "--out half-written by a run holding it: another run is writing" 1 "--out $work/racing: another run (pid $racer) is writing" -- "$attograd" train sentiment --epochs 1 --out "$work/racing" --quiet
+kill "$racer" && wait "$racer" 2>/dev/null
 
 echo "bad input: $cases cases, $failures failed"
 [ "$failures" -eq 0 ]

@@ -8,6 +8,7 @@ checksummed file, so the loader's own checks (not the checksum) must catch it. P
   edit_checkpoint.py IN OUT scale F          every model tensor's values times F (finite, so it loads)
   edit_checkpoint.py IN OUT metadata KEY S   metadata KEY (e.g. target_symbols) set to the string S
   edit_checkpoint.py IN OUT config KEY JSON  the config's KEY set to the JSON value (e.g. heads 200000)
+  edit_checkpoint.py IN OUT no-config-key KEY  the config without KEY
   edit_checkpoint.py IN OUT deep-config N    the config is an object nested N levels deep
   edit_checkpoint.py IN OUT deep-metadata KEY N  metadata KEY (e.g. vocabulary) is a list nested N deep
   edit_checkpoint.py IN OUT deep-header N    the header holds a list nested N levels deep (no checksum)
@@ -97,6 +98,10 @@ def main(src, dst, mode, *args):
     elif mode == "config":
         config = json.loads(metadata["config"])
         config[args[0]] = json.loads(args[1])
+        metadata["config"] = json.dumps(config, separators=(",", ":"))
+    elif mode == "no-config-key":
+        config = json.loads(metadata["config"])
+        del config[args[0]]
         metadata["config"] = json.dumps(config, separators=(",", ":"))
     elif mode == "deep-config":
         metadata["config"] = '{"a":' * int(args[0]) + "1" + "}" * int(args[0])
