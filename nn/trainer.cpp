@@ -278,12 +278,13 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
   const bool whole = shard_.ranks == 1 && parts == 1;          // the batch in one forward and backward
   double step_numbers[2] = {0, stop_signal != 0 ? 1.0 : 0.0};  // the batch's mean loss, stop requests
   const double batch_terms = loss_terms(batch, 0, global_rows);
+  // Each example's dropout mask from a stream of its own: the same under any split of the batch.
+  BatchShardGuard in_batch(global_rows);
   for (int64_t part = 0; part < parts; ++part) {  // this rank's shard, in micro-batches
     const int64_t first = shard_first + shard_rows * part / parts;
     const int64_t rows = shard_first + shard_rows * (part + 1) / parts - first;
     if (rows == 0) continue;
-    // Each example's dropout mask from a stream of its own: the same under any split of the batch.
-    const BatchShardGuard in_shard({.first = first, .rows = rows, .global_rows = global_rows});
+    in_batch.select(first, rows);
     Tensor loss = task_.loss({batch.begin() + first, batch.begin() + first + rows});
     const double share = loss_terms(batch, first, rows) / batch_terms;
     step_numbers[0] += loss.item() * share;

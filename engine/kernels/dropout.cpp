@@ -75,7 +75,9 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
     return torch_dropout_mask(shape, dtype, p, *torch);
   }
   Tensor mask = empty(shape, dtype);
-  const BatchShard* shard = current_batch_shard();
+  BatchShardGuard* batch = current_batch_shard();
+  if (batch) batch->will_draw(gen);
+  const BatchShard* shard = batch ? &batch->shard() : nullptr;
   AG_CHECK(shard == nullptr || (!shape.empty() && shape[0] == shard->rows),
            "dropout in a data-parallel step: expected a batch-major tensor whose first dimension is the shard's {} "
            "rows, got shape {}",

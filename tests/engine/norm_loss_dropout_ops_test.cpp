@@ -340,7 +340,8 @@ TEST(Dropout, ShardsOfABatchDrawTheRowsOfTheWholeBatchsMask) {
   const Tensor x = ones({6, 2, 3}, f64);
   auto masked = [&](int64_t first, int64_t rows, const Tensor& input) {
     Generator gen(7);
-    const BatchShardGuard guard({.first = first, .rows = rows, .global_rows = 6});
+    BatchShardGuard guard(6);
+    guard.select(first, rows);
     Tensor out = dropout(input, 0.5, true, gen);
     return std::pair{out, gen.state().counter};
   };
@@ -352,9 +353,35 @@ TEST(Dropout, ShardsOfABatchDrawTheRowsOfTheWholeBatchsMask) {
   }
   const auto [longer, _] = masked(0, 6, ones({6, 5, 3}, f64));  // padded to 5 instead of 2
   EXPECT_EQ(narrow(longer, 1, 0, 2).to_vector(), whole.to_vector());
-  const BatchShardGuard guard({.first = 0, .rows = 2, .global_rows = 6});
+  BatchShardGuard guard(6);
+  guard.select(0, 2);
   Generator gen(7);
   expect_error([&] { dropout(ones({3, 2}), 0.5, true, gen); }, {"batch-major", "2 rows", "(3,2)"});
+  expect_error([&] { guard.select(4, 3); }, {"rows [4, 7)", "global batch of 6"});
+}
+
+// Micro-batches: one process runs the parts of a batch one after the other, each drawing the masks
+// of one forward (two dropouts, from two generators here). Each part's masks are the rows of the
+// whole batch's, whatever the split, and the generators end where the whole batch leaves them.
+TEST(Dropout, MicroBatchesInOneProcessDrawTheRowsOfTheWholeBatchsMasks) {
+  const Tensor x = ones({5, 2, 3}, f64);
+  // The two masks of each part, concatenated over the parts, and where the generators end.
+  auto forward_in_parts = [&](const std::vector<int64_t>& cuts) {
+    Generator a(3), b(4);
+    BatchShardGuard batch(5);
+    std::vector<Tensor> first_masks, second_masks;
+    for (size_t part = 0; part + 1 < cuts.size(); ++part) {
+      batch.select(cuts[part], cuts[part + 1] - cuts[part]);
+      const Tensor rows = narrow(x, 0, cuts[part], cuts[part + 1] - cuts[part]);
+      first_masks.push_back(dropout(rows, 0.5, true, a));
+      second_masks.push_back(dropout(dropout(rows, 0.3, true, b), 0.4, true, a));
+    }
+    return std::tuple{cat(first_masks, 0).to_vector(), cat(second_masks, 0).to_vector(), a.state().counter,
+                      b.state().counter};
+  };
+  const auto whole = forward_in_parts({0, 5});
+  for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{{0, 2, 5}, {0, 1, 2, 3, 4, 5}, {0, 4, 5}})
+    EXPECT_EQ(forward_in_parts(cuts), whole) << cuts.size() - 1 << " parts, the first of " << cuts[1] << " rows";
 }
 
 TEST(Dropout, EvalAndPZeroAreTheIdentity) {
