@@ -1,5 +1,6 @@
 #include "engine/generator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -75,17 +76,29 @@ int64_t Generator::randint(int64_t low, int64_t high) {
 }
 
 namespace {
-const BatchShard* active_shard = nullptr;
+BatchShardGuard* active_shard = nullptr;
 }
 
-BatchShardGuard::BatchShardGuard(const BatchShard& shard) : previous_(active_shard), shard_(shard) {
-  AG_CHECK(shard.first >= 0 && shard.rows >= 0 && shard.first + shard.rows <= shard.global_rows,
-           "BatchShardGuard: rows [{}, {}) do not fit a global batch of {}", shard.first, shard.first + shard.rows,
-           shard.global_rows);
-  active_shard = &shard_;
+BatchShardGuard::BatchShardGuard(int64_t global_rows) : previous_(active_shard), shard_{.global_rows = global_rows} {
+  AG_CHECK(global_rows >= 0, "BatchShardGuard: a global batch of {} rows", global_rows);
+  active_shard = this;
 }
 BatchShardGuard::~BatchShardGuard() { active_shard = previous_; }
-const BatchShard* current_batch_shard() { return active_shard; }
+
+void BatchShardGuard::select(int64_t first, int64_t rows) {
+  AG_CHECK(first >= 0 && rows >= 0 && first + rows <= shard_.global_rows,
+           "BatchShardGuard: rows [{}, {}) do not fit a global batch of {}", first, first + rows, shard_.global_rows);
+  shard_.first = first;
+  shard_.rows = rows;
+  for (const auto& [gen, before] : drawn_) gen->set_state(before);
+}
+
+void BatchShardGuard::will_draw(Generator& gen) {
+  const auto drew = [&](const auto& entry) { return entry.first == &gen; };
+  if (std::none_of(drawn_.begin(), drawn_.end(), drew)) drawn_.emplace_back(&gen, gen.state());
+}
+
+BatchShardGuard* current_batch_shard() { return active_shard; }
 
 Generator& default_generator() {
   static Generator generator(0);

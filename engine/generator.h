@@ -60,29 +60,41 @@ class Generator {
   std::unique_ptr<TorchGenerator> torch_;
 };
 
-// Data parallelism splits a global batch into shards, one per process. While a BatchShardGuard
-// lives, a draw per element of a batch-major tensor (a dropout mask) gives each row of the global
-// batch a stream of its own: row r draws from the generator's position + r·kDrawsPerRow, and the
-// generator then moves past all the global batch's rows. An example's mask thus depends neither on
-// how many processes share the batch nor on the other rows (their padding, say).
+// Data parallelism splits a global batch into parts: a shard per process, each perhaps in
+// micro-batches. While a BatchShardGuard lives, a draw per element of a batch-major tensor (a
+// dropout mask) gives each row of the global batch a stream of its own: row r draws from the
+// generator's position + r·kDrawsPerRow, and the generator then moves past all the global batch's
+// rows. Each part starts every generator where the batch began (select), so a part's k-th mask is
+// the rows of the whole batch's k-th mask, and after the last part the generators stand where the
+// whole batch leaves them. An example's mask thus depends neither on how the batch was split nor
+// on the other rows (their padding, say).
 inline constexpr uint64_t kDrawsPerRow = uint64_t{1} << 32;
 struct BatchShard {
-  int64_t first = 0;        // this shard's first row in the global batch
+  int64_t first = 0;        // this part's first row in the global batch
   int64_t rows = 0;         // its rows
   int64_t global_rows = 0;  // the global batch's
 };
 class BatchShardGuard {
  public:
-  explicit BatchShardGuard(const BatchShard& shard);
+  explicit BatchShardGuard(int64_t global_rows);  // the step's batch; select a part before drawing
   ~BatchShardGuard();
   BatchShardGuard(const BatchShardGuard&) = delete;
   BatchShardGuard& operator=(const BatchShardGuard&) = delete;
 
+  // Draws from here on are those of rows [first, first + rows) of the global batch; every generator
+  // that drew for an earlier part goes back to where it stood before the batch's first draw (the
+  // parts draw the same masks in the same order: one model's forward each).
+  void select(int64_t first, int64_t rows);
+  const BatchShard& shard() const { return shard_; }
+  // Called before drawing a mask from `gen`: notes where gen stood, the first time it draws here.
+  void will_draw(Generator& gen);
+
  private:
-  const BatchShard* previous_;
+  BatchShardGuard* previous_;
   BatchShard shard_;
+  std::vector<std::pair<Generator*, Generator::State>> drawn_;  // each generator, before its first draw
 };
-const BatchShard* current_batch_shard();  // null outside a guard
+BatchShardGuard* current_batch_shard();  // null outside a guard
 
 // Puts `items` in a uniformly random order (Fisher-Yates, drawing randint from the last item down).
 template <class T>

@@ -264,9 +264,11 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
                              signal);
 }
 
-// One optimizer step on the global batch: this rank's shard of it forward and backward (its mean
-// loss weighted by its share of the batch, so the gradients summed over the ranks are those of the
-// batch's mean loss), then the step. Returns whether any rank was asked to stop.
+// One optimizer step on the global batch: this rank's shard of it forward and backward (each
+// micro-batch's mean loss weighted by its share of the batch's loss terms, TrainTask::loss_terms,
+// known before any backward since every rank holds the whole batch's indices; so the gradients
+// summed over the ranks are those of the batch's mean loss), then the step. Returns whether any
+// rank was asked to stop.
 bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   if (options_.lr_schedule) {
@@ -280,14 +282,16 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
   const int64_t parts = options_.micro_batches;
   const bool whole = shard_.ranks == 1 && parts == 1;          // the batch in one forward and backward
   double step_numbers[2] = {0, stop_signal != 0 ? 1.0 : 0.0};  // the batch's mean loss, stop requests
-  for (int64_t part = 0; part < parts; ++part) {               // this rank's shard, in micro-batches
+  const double batch_terms = loss_terms(batch, 0, global_rows);
+  // Each example's dropout mask from a stream of its own: the same under any split of the batch.
+  BatchShardGuard in_batch(global_rows);
+  for (int64_t part = 0; part < parts; ++part) {  // this rank's shard, in micro-batches
     const int64_t first = shard_first + shard_rows * part / parts;
     const int64_t rows = shard_first + shard_rows * (part + 1) / parts - first;
     if (rows == 0) continue;
-    // Each example's dropout mask from a stream of its own: the same under any split of the batch.
-    const BatchShardGuard in_shard({.first = first, .rows = rows, .global_rows = global_rows});
+    in_batch.select(first, rows);
     Tensor loss = task_.loss({batch.begin() + first, batch.begin() + first + rows});
-    const double share = static_cast<double>(rows) / static_cast<double>(global_rows);
+    const double share = loss_terms(batch, first, rows) / batch_terms;
     step_numbers[0] += loss.item() * share;
     if (reducer_ && part == parts - 1) reducer_->arm();  // this backward finishes the gradients
     loss.backward(whole ? Tensor() : full(loss.shape(), share, loss.dtype()));
@@ -300,6 +304,14 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
   loss_sum_ += value * static_cast<double>(global_rows);
   step_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return step_numbers[1] > 0;
+}
+
+// The loss terms of batch[first, first + rows): what their mean loss is a mean over.
+double Trainer::loss_terms(const std::vector<int64_t>& batch, int64_t first, int64_t rows) const {
+  double terms = 0;
+  for (int64_t i = first; i < first + rows; ++i) terms += task_.loss_terms(batch[static_cast<size_t>(i)]);
+  AG_CHECK(terms > 0, "trainer: the task's loss has no terms over {} examples (loss_terms must be positive)", rows);
+  return terms;
 }
 
 double Trainer::train_epoch(int64_t epoch) {

@@ -40,9 +40,14 @@ class TrainTask {
  public:
   virtual ~TrainTask() = default;
   virtual int64_t train_size() const = 0;
-  // The mean loss over the training examples at these indices (model in train mode). Data
-  // parallelism weights it by the share of the global batch: the mean must be over examples.
+  // The mean loss over the training examples at these indices (model in train mode): the mean of
+  // the terms they add, each example adding loss_terms(example) of them (its target tokens, say).
   virtual Tensor loss(const std::vector<int64_t>& batch) = 0;
+  // How many terms example `example` adds to loss()'s mean: 1 for a loss averaged over examples (or
+  // over as many elements for every example); a token-averaged loss over padded rows counts the
+  // example's tokens. A batch split in parts (micro-batches, ranks) weights each part's mean by its
+  // terms over the whole batch's, so the sum of the parts is the loss of the batch in one piece.
+  virtual double loss_terms(int64_t /*example*/) const { return 1; }
   // Metrics after an epoch (model in eval mode, no grad): "val_loss" if there is a validation set.
   // Over this rank's part of the evaluation examples (shard.begin(n) to shard.end(n)), which may be
   // empty; every rank returns the same names.
@@ -147,6 +152,7 @@ class Trainer {
   std::vector<std::vector<int64_t>> draw_batches(int64_t epoch);
   double train_epoch(int64_t epoch);
   bool train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step);  // adds to loss_sum_
+  double loss_terms(const std::vector<int64_t>& batch, int64_t first, int64_t rows) const;
   std::map<std::string, double> evaluate(int64_t epoch);
   void check_ranks_agree(const std::string& when) const;
   TrainingInterrupted interrupted(int64_t epoch, int64_t step);

@@ -1,5 +1,6 @@
 #include "engine/kernels/dropout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -35,7 +36,43 @@ template <typename T>
   mask_range(counter, kept_from, scale, out, n);
 }
 
+// The attention weights (heads, queries, keys) of one example: weight (h, i, j) from draw
+// attention_draw(h, i, j, heads) + 1 after `counter`.
+template <typename T>
+[[gnu::always_inline]] inline void attention_mask(uint64_t counter, uint64_t kept_from, T scale, T* __restrict out,
+                                                  int64_t heads, int64_t queries, int64_t keys) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < queries; ++i) {
+      T* line = out + (h * queries + i) * keys;
+#pragma omp simd
+      for (int64_t j = 0; j < keys; ++j) {
+        const uint64_t bits = Generator::mix(counter + (attention_draw(h, i, j, heads) + 1) * Generator::kIncrement);
+        line[j] = (bits >> 11) >= kept_from ? scale : T(0);
+      }
+    }
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void attention_mask_f32(
+    uint64_t counter, uint64_t kept_from, float scale, float* out, int64_t heads, int64_t queries, int64_t keys) {
+  attention_mask(counter, kept_from, scale, out, heads, queries, keys);
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void attention_mask_f64(
+    uint64_t counter, uint64_t kept_from, double scale, double* out, int64_t heads, int64_t queries, int64_t keys) {
+  attention_mask(counter, kept_from, scale, out, heads, queries, keys);
+}
+
 }  // namespace
+
+void attention_dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t heads, int64_t queries,
+                                int64_t keys) {
+  attention_mask_f32(counter, first_kept(p), scale, out, heads, queries, keys);
+}
+
+void attention_dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t heads, int64_t queries,
+                                int64_t keys) {
+  attention_mask_f64(counter, first_kept(p), scale, out, heads, queries, keys);
+}
 
 void dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t n) {
   mask_range_f32(counter, first_kept(p), scale, out, n);
@@ -66,36 +103,62 @@ Tensor torch_dropout_mask(const Shape& shape, DType dtype, double p, TorchGenera
   return mask;
 }
 
-}  // namespace
+// How a data-parallel step lays out the draws of one example's part of a mask in its stream.
+enum class RowLayout {
+  flat,       // row-major: a dimension after the first may not be padded ((B, T, D) activations)
+  attention,  // attention weights (B, H, T, S): kernels::attention_draw, any T and S
+};
 
-Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+// dropout_mask and attention_dropout_mask: outside a data-parallel step, one draw per element in
+// row-major order, so a seed gives the same mask on every machine and thread count; in a step (a
+// BatchShardGuard), each row of the global batch from a stream of its own (engine/generator.h).
+Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowLayout layout) {
   if (TorchGenerator* torch = gen.torch()) {
     AG_CHECK(current_batch_shard() == nullptr,
              "dropout: PyTorch's generator (--rng torch) has no per-row streams for a data-parallel step");
     return torch_dropout_mask(shape, dtype, p, *torch);
   }
   Tensor mask = empty(shape, dtype);
-  const BatchShard* shard = current_batch_shard();
+  BatchShardGuard* batch = current_batch_shard();
+  if (batch) batch->will_draw(gen);
+  const BatchShard* shard = batch ? &batch->shard() : nullptr;
   AG_CHECK(shard == nullptr || (!shape.empty() && shape[0] == shard->rows),
            "dropout in a data-parallel step: expected a batch-major tensor whose first dimension is the shard's {} "
            "rows, got shape {}",
            shard ? shard->rows : 0, shape_str(shape));
   const int64_t rows = shard ? shard->rows : 1, per_row = rows > 0 ? mask.numel() / rows : 0;
-  AG_CHECK(static_cast<uint64_t>(per_row) <= kDrawsPerRow,
-           "dropout: a row of {} elements is more than a row's {} draws", per_row, kDrawsPerRow);
+  const bool by_place = shard && layout == RowLayout::attention;
+  const double draws_per_row = by_place ? static_cast<double>(shape[1]) * std::pow(std::max(shape[2], shape[3]), 2.0)
+                                        : static_cast<double>(per_row);
+  AG_CHECK(draws_per_row <= static_cast<double>(kDrawsPerRow),
+           "dropout: a row needs {} draws (shape {}), more than a row's {}", draws_per_row, shape_str(shape),
+           kDrawsPerRow);
   const uint64_t start = gen.state().counter;
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
     const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
-    // One draw per element in row-major order, so a seed gives the same mask on every machine
-    // and thread count. In a shard, each row from its own stream (engine/generator.h).
     for (int64_t row = 0; row < rows; ++row) {
       const uint64_t row_start = shard ? static_cast<uint64_t>(shard->first + row) * kDrawsPerRow : 0;
-      kernels::dropout_mask_row(start + row_start * Generator::kIncrement, p, scale, mask.data<T>() + row * per_row,
-                                per_row);
+      const uint64_t counter = start + row_start * Generator::kIncrement;
+      T* out = mask.data<T>() + row * per_row;
+      if (by_place)
+        kernels::attention_dropout_mask_row(counter, p, scale, out, shape[1], shape[2], shape[3]);
+      else
+        kernels::dropout_mask_row(counter, p, scale, out, per_row);
     }
   });
   gen.skip(shard ? static_cast<uint64_t>(shard->global_rows) * kDrawsPerRow : static_cast<uint64_t>(mask.numel()));
   return mask;
+}
+
+}  // namespace
+
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+  return draw_mask(shape, dtype, p, gen, RowLayout::flat);
+}
+
+Tensor attention_dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+  AG_CHECK(shape.size() == 4, "attention dropout: expected weights (B, H, T, S), got shape {}", shape_str(shape));
+  return draw_mask(shape, dtype, p, gen, RowLayout::attention);
 }
 
 }  // namespace ag

@@ -16,13 +16,31 @@ namespace ag::kernels {
 void dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t n);
 void dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t n);
 
+// Where weight (h, i, j) of an example's attention weights (H, T, S) draws in the example's stream,
+// whatever T and S (so padding the queries or the keys leaves the real weights' draws): the pairs
+// (i, j) go shell by shell, max(i, j) = m taking places m² to m² + 2m, and the heads interleave.
+constexpr uint64_t attention_draw(int64_t h, int64_t i, int64_t j, int64_t heads) {
+  const auto ui = static_cast<uint64_t>(i), uj = static_cast<uint64_t>(j);
+  const uint64_t pair = j < i ? ui * ui + uj : uj * uj + uj + ui;
+  return pair * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h);
+}
+// out (H, T, S) = scale if draw attention_draw(h, i, j, H) + 1 after `counter` is kept, else 0.
+void attention_dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t heads, int64_t queries,
+                                int64_t keys);
+void attention_dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t heads, int64_t queries,
+                                int64_t keys);
+
 }  // namespace ag::kernels
 
 namespace ag {
 
 // Dropout's scaled keep-mask: 1/(1-p) where kept, 0 where dropped (everywhere if p = 1), one
 // draw from gen per element in row-major order (in a data-parallel step, per row from the row's
-// own stream); with RngStyle::torch, PyTorch's bernoulli draws.
+// own stream, so only the dimension after the batch's may be padded: (B, T, D)); with
+// RngStyle::torch, PyTorch's bernoulli draws.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
+// The same for attention weights (B, H, T, S); in a data-parallel step, weight (h, i, j) of each row
+// draws at kernels::attention_draw, so its mask depends neither on the split nor on the padding.
+Tensor attention_dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
 
 }  // namespace ag

@@ -210,7 +210,7 @@ Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor
   Tensor keep;                                                               // (B, H, T, S)
   Tensor dropped = weights;
   if (o.dropout_p > 0) {
-    keep = dropout_mask(weights.shape(), weights.dtype(), o.dropout_p, gen);
+    keep = attention_dropout_mask(weights.shape(), weights.dtype(), o.dropout_p, gen);
     NoGradGuard no_grad;
     dropped = mul(weights, keep);  // (B, H, T, S)
   }

@@ -14,8 +14,11 @@ namespace ag {
 //     key TAKES PART (false = masked); or additive in q's dtype (-inf masks).
 //   key_padding_mask b8 (B, S) as in torch.nn.MultiheadAttention, TRUE = the key is padding (IGNORED).
 //   is_causal masks key j > query i.
-// dropout_p > 0 drops weights (draws from gen as dropout does). With need_weights, `weights` holds
-// the (B, H, T, S) weights that multiplied v (after dropout), for inspection: no gradient.
+// dropout_p > 0 drops weights (draws from gen as dropout does; in a data-parallel step each
+// example's weight (h, i, j) at a place that depends on neither T nor S: attention_dropout_mask in
+// engine/kernels/dropout.h, so padding a batch's queries or keys changes no real weight's mask).
+// With need_weights, `weights` holds the (B, H, T, S) weights that multiplied v (after dropout),
+// for inspection: no gradient.
 //
 // Note [fully masked rows]: a query whose keys are all masked has no weights to normalise.
 // masked_rows says what it gets; every attention class of nn passes its choice through here.

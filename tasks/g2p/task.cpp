@@ -136,6 +136,11 @@ class G2PTask : public nn::TrainTask {
     return out;
   }
 
+  // The loss is a mean over target tokens (padding ignored): a pair's phonemes and <eos>.
+  double loss_terms(int64_t example) const override {
+    return static_cast<double>(pairs_[static_cast<size_t>(example)].target.size() + 1);
+  }
+
   Tensor loss(const std::vector<int64_t>& batch) override {
     std::vector<const Ids*> sources, targets;
     for (const int64_t i : batch) {

@@ -217,6 +217,42 @@ TEST(Attention, MaskedKeysGetExactlyZeroGradient) {
           }
 }
 
+// In a data-parallel step (a BatchShardGuard), dropout on the weights gives an example the same
+// output and gradients over its real queries and keys whether its batch is padded with more
+// (masked) keys and more queries, or cut into shards.
+TEST(Attention, DropoutInADataParallelStepDependsOnNeitherPaddingNorSplit) {
+  constexpr int64_t B = 2, H = 2, T = 3, S = 4, d = 5;
+  Generator init(3);
+  const Tensor q = randn({B, H, T, d}, DType::f64, init), k = randn({B, H, S, d}, DType::f64, init);
+  const Tensor v = randn({B, H, S, d}, DType::f64, init), g = randn({B, H, T, d}, DType::f64, init);
+  // Rows [first, first + rows) padded to T + more_t queries and S + more_s keys: the output, dq, dk
+  // and dv over the real queries and keys.
+  auto step = [&](int64_t first, int64_t rows, int64_t more_t, int64_t more_s) {
+    auto rows_padded = [&](const Tensor& x, int64_t more) {
+      const Tensor part = narrow(x, 0, first, rows);
+      const Tensor padded = more > 0 ? cat({part, zeros({rows, H, more, d}, DType::f64)}, 2) : part;
+      return padded.detach().requires_grad_();
+    };
+    const Tensor qp = rows_padded(q, more_t), kp = rows_padded(k, more_s), vp = rows_padded(v, more_s);
+    Tensor padding = zeros({rows, S + more_s}, DType::b8);  // true at the added keys
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = S; j < S + more_s; ++j) padding.set({r, j}, 1);
+    Generator gen(9);
+    BatchShardGuard batch(B);
+    batch.select(first, rows);
+    const Tensor out =
+        scaled_dot_product_attention(qp, kp, vp, {.key_padding_mask = padding, .dropout_p = 0.3}, gen).output;
+    out.backward(rows_padded(g, more_t).detach());
+    return std::vector<Tensor>{narrow(out, 2, 0, T), narrow(qp.grad(), 2, 0, T), narrow(kp.grad(), 2, 0, S),
+                               narrow(vp.grad(), 2, 0, S)};
+  };
+  const std::vector<Tensor> whole = step(0, B, 0, 0);
+  expect_same(step(0, B, 2, 3), whole, 1e-12, "padded");
+  std::vector<Tensor> second_row;
+  for (const Tensor& t : whole) second_row.push_back(narrow(t, 0, 1, 1));
+  expect_same(step(1, 1, 1, 2), second_row, 1e-12, "the second row alone, padded");
+}
+
 TEST(Attention, CreatesNoPrimitiveInTheSteadyState) {
   const Inputs in = make_inputs(4, 4, 128, 128, 32, 32, {.causal = true}, DType::f32);
   auto step = [&] { sum(fused(in, {.causal = true}, default_generator())).backward(); };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "engine/autograd.h"
@@ -340,7 +341,8 @@ TEST(Dropout, ShardsOfABatchDrawTheRowsOfTheWholeBatchsMask) {
   const Tensor x = ones({6, 2, 3}, f64);
   auto masked = [&](int64_t first, int64_t rows, const Tensor& input) {
     Generator gen(7);
-    const BatchShardGuard guard({.first = first, .rows = rows, .global_rows = 6});
+    BatchShardGuard guard(6);
+    guard.select(first, rows);
     Tensor out = dropout(input, 0.5, true, gen);
     return std::pair{out, gen.state().counter};
   };
@@ -352,9 +354,74 @@ TEST(Dropout, ShardsOfABatchDrawTheRowsOfTheWholeBatchsMask) {
   }
   const auto [longer, _] = masked(0, 6, ones({6, 5, 3}, f64));  // padded to 5 instead of 2
   EXPECT_EQ(narrow(longer, 1, 0, 2).to_vector(), whole.to_vector());
-  const BatchShardGuard guard({.first = 0, .rows = 2, .global_rows = 6});
+  BatchShardGuard guard(6);
+  guard.select(0, 2);
   Generator gen(7);
   expect_error([&] { dropout(ones({3, 2}), 0.5, true, gen); }, {"batch-major", "2 rows", "(3,2)"});
+  expect_error([&] { guard.select(4, 3); }, {"rows [4, 7)", "global batch of 6"});
+}
+
+// Micro-batches: one process runs the parts of a batch one after the other, each drawing the masks
+// of one forward (two dropouts, from two generators here). Each part's masks are the rows of the
+// whole batch's, whatever the split, and the generators end where the whole batch leaves them.
+TEST(Dropout, MicroBatchesInOneProcessDrawTheRowsOfTheWholeBatchsMasks) {
+  const Tensor x = ones({5, 2, 3}, f64);
+  // The two masks of each part, concatenated over the parts, and where the generators end.
+  auto forward_in_parts = [&](const std::vector<int64_t>& cuts) {
+    Generator a(3), b(4);
+    BatchShardGuard batch(5);
+    std::vector<Tensor> first_masks, second_masks;
+    for (size_t part = 0; part + 1 < cuts.size(); ++part) {
+      batch.select(cuts[part], cuts[part + 1] - cuts[part]);
+      const Tensor rows = narrow(x, 0, cuts[part], cuts[part + 1] - cuts[part]);
+      first_masks.push_back(dropout(rows, 0.5, true, a));
+      second_masks.push_back(dropout(dropout(rows, 0.3, true, b), 0.4, true, a));
+    }
+    return std::tuple{cat(first_masks, 0).to_vector(), cat(second_masks, 0).to_vector(), a.state().counter,
+                      b.state().counter};
+  };
+  const auto whole = forward_in_parts({0, 5});
+  for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{{0, 2, 5}, {0, 1, 2, 3, 4, 5}, {0, 4, 5}})
+    EXPECT_EQ(forward_in_parts(cuts), whole) << cuts.size() - 1 << " parts, the first of " << cuts[1] << " rows";
+}
+
+// Attention weights (B, H, T, S) in a data-parallel step: weight (h, i, j) of row r is the draw at
+// place shell(i, j)·H + h of row r's stream, the pairs (i, j) enumerated here shell by shell (max(i, j)
+// = 0, 1, …; in each, (m, 0) … (m, m−1), then (0, m) … (m, m)); so padding T or S, or taking a shard
+// of the rows, leaves every weight's mask as it was. Outside a step it is dropout's flat mask.
+TEST(Dropout, AttentionWeightsDrawByTheirPlaceNotTheirPadding) {
+  constexpr int64_t B = 3, H = 2, T = 4, S = 5;
+  constexpr double p = 0.5;
+  std::map<std::pair<int64_t, int64_t>, uint64_t> shell;
+  for (int64_t m = 0, next = 0; m < 9; ++m) {
+    for (int64_t j = 0; j < m; ++j) shell[{m, j}] = next++;
+    for (int64_t i = 0; i <= m; ++i) shell[{i, m}] = next++;
+  }
+  auto mask = [&](int64_t first, int64_t rows, int64_t queries, int64_t keys) {
+    Generator gen(7);
+    BatchShardGuard guard(B);
+    guard.select(first, rows);
+    return attention_dropout_mask({rows, H, queries, keys}, f64, p, gen);
+  };
+  const Tensor whole = mask(0, B, T, S);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < S; ++j) {
+          Generator draw(7);
+          draw.skip(static_cast<uint64_t>(b) * kDrawsPerRow + shell[{i, j}] * H + static_cast<uint64_t>(h));
+          ASSERT_EQ(whole.at({b, h, i, j}), draw.uniform() >= p ? 2.0 : 0.0) << b << "," << h << "," << i << "," << j;
+        }
+  const Tensor padded = mask(0, B, T + 3, S + 4);
+  EXPECT_EQ(narrow(narrow(padded, 2, 0, T), 3, 0, S).to_vector(), whole.to_vector());
+  EXPECT_EQ(mask(1, 2, T, S).to_vector(), narrow(whole, 0, 1, 2).to_vector());
+  Generator a(7), b(7);
+  EXPECT_EQ(attention_dropout_mask({B, H, T, S}, f64, p, a).to_vector(),
+            dropout_mask({B, H, T, S}, f64, p, b).to_vector());
+  BatchShardGuard guard(1);
+  guard.select(0, 1);
+  expect_error([&] { attention_dropout_mask({1, 2, 70000, 1}, DType::f32, p, a); }, {"draws", "(1,2,70000,1)"});
+  expect_error([&] { attention_dropout_mask({1, 4, 5}, DType::f32, p, a); }, {"(B, H, T, S)", "(1,4,5)"});
 }
 
 TEST(Dropout, EvalAndPZeroAreTheIdentity) {

@@ -11,33 +11,7 @@ attograd="$1"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/cli_check.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI runs as root
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Under ASan: Open MPI's libraries keep allocations until exit, and LeakSanitizer cannot unwind
-# through them (no frame pointers) to match a suppression; the single-process tests leak-check the
-# same attograd code.
-[ -z "${ASAN_OPTIONS:-}" ] || export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
-mpirun() { timeout 300 mpirun --oversubscribe "$@"; }  # the program, under a time limit
-
-# same_losses NAME A B: every loss column of A/metrics.csv and B/metrics.csv equal to a relative 1e-5;
-# prints the rows side by side and the largest relative difference.
-same_losses() {
-  local name="$1" a="$2/metrics.csv" b="$3/metrics.csv"
-  if [ ! -s "$a" ] || [ ! -s "$b" ]; then
-    echo "NOT OK $name: no metrics.csv ($a, $b)"
-    failures=$((failures + 1))
-    return
-  fi
-  paste -d, "$a" "$b" | awk -F, -v name="$name" '
-    NR == 1 { half = NF / 2; for (i = 1; i <= half; ++i) loss[i] = ($i ~ /loss|bpc/); print "  " name ": " $0; next }
-    { worst_row = 0
-      for (i = 1; i <= half; ++i) if (loss[i]) {
-        d = $i - $(i + half); if (d < 0) d = -d; r = d / ($i < 0 ? -$i : $i); if (r > worst_row) worst_row = r }
-      if (worst_row > worst) worst = worst_row
-      printf "  %s  (largest relative difference %.1e)\n", $0, worst_row }
-    END { printf "%s %s: 1 process vs N ranks, largest relative difference %.2e (limit 1e-5)\n",
-                 (worst <= 1e-5 ? "OK" : "NOT OK"), name, worst; exit worst > 1e-5 }' || failures=$((failures + 1))
-}
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_check.sh"
 
 echo "== N ranks follow the one-process trajectory"
 # one_and_two NAME TAG ARGS...: `attograd --threads 1 ARGS` as 1 process and as 2 ranks, compared.
