@@ -32,6 +32,12 @@ double kaiming_uniform_bound(int64_t fan_in) {
   return std::sqrt(3.0) * (gain / std::sqrt(static_cast<double>(fan_in)));
 }
 
+void check_linear_input(const Tensor& x, const Tensor& weight) {
+  AG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1),
+           "Linear: expected input with last dim {} (in_features), got shape {}", weight.size(1),
+           x.defined() ? shape_str(x.shape()) : "undefined");
+}
+
 }  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen) {
@@ -42,16 +48,6 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
   weight = register_parameter("weight", init_uniform({out_features, in_features}, weight_bound, gen));
   if (with_bias) bias = register_parameter("bias", init_uniform({out_features}, bound, gen));
 }
-
-namespace {
-
-void check_linear_input(const Tensor& x, const Tensor& weight) {
-  AG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1),
-           "Linear: expected input with last dim {} (in_features), got shape {}", weight.size(1),
-           x.defined() ? shape_str(x.shape()) : "undefined");
-}
-
-}  // namespace
 
 Tensor Linear::forward(const Tensor& x) {
   check_linear_input(x, weight);

@@ -113,9 +113,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   check_linear(x, weight, bias);
   const int64_t in = weight.size(1), out_features = weight.size(0);
   const bool bf16 = autocast_products(x, weight);
-  const Tensor x_rows =
-      reshape(bf16 ? autocast_operand(x) : x, {x.numel() / std::max<int64_t>(in, 1), in});  // (rows, in)
-  const Tensor w = bf16 ? autocast_operand(weight) : weight;                                // (out, in)
+  const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));  // 1 for a 1-D x
+  const Tensor x_rows = reshape(bf16 ? autocast_operand(x) : x, {rows, in});  // (rows, in)
+  const Tensor w = bf16 ? autocast_operand(weight) : weight;                  // (out, in)
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor out = reshape(linear_forward(x_rows, w, bias, activation), out_shape);  // (..., out)

@@ -326,6 +326,18 @@ TEST(LinearOps, FusedEqualsTheCompositionUnderAutocast) {
       expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, true, activation, true);
 }
 
+// No input features (in = 0): every output is the bias, as F.linear gives, and the gradients flow.
+TEST(LinearOps, NoInputFeaturesGiveTheBias) {
+  Tensor x = zeros({3, 0}).requires_grad_(), w = zeros({4, 0}).requires_grad_();
+  Tensor b = tensor({1.0, 2.0, 3.0, 4.0}, {4}).requires_grad_();
+  const Tensor out = linear(x, w, b);
+  ASSERT_EQ(out.shape(), Shape({3, 4}));
+  EXPECT_EQ(out.to_vector(), std::vector<double>({1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}));
+  sum(out).backward();
+  EXPECT_EQ(b.grad().to_vector(), std::vector<double>(4, 3.0));
+  EXPECT_EQ(x.grad().shape(), Shape({3, 0}));
+}
+
 TEST(LinearOps, Errors) {
   expect_error(
       [] {
