@@ -58,30 +58,35 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* cached_keys, Tensor* cached_values) {
   return call([&] {
-    const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head;
-    // q, k, v = c_attn(x).split(C, dim=2), each viewed (B, T, nh, hs) and transposed to (B, nh, T, hs)
-    const Tensor qkv = permute(reshape((*c_attn)(x), {B, T, 3, n_head, hs}), {2, 0, 3, 1, 4});  // (3, B, nh, T, hs)
-    const std::vector<Tensor> q_k_v = chunk(qkv, 3, 0);  // 3 × (1, B, nh, T, hs)
-    const Tensor q = squeeze(q_k_v[0], 0);               // (B, nh, T, hs)
-    Tensor k = squeeze(q_k_v[1], 0);                     // (B, nh, T, hs)
-    Tensor v = squeeze(q_k_v[2], 0);                     // (B, nh, T, hs)
-    bool causal = true;
-    if (cached_keys) {
-      if (cached_keys->defined()) {  // one new query against every earlier key: nothing to mask
-        AG_CHECK(T == 1, "CausalSelfAttention: a filled cache takes one token at a time, got {}", T);
-        k = cat({*cached_keys, k}, 2);  // (B, nh, S + 1, hs)
-        v = cat({*cached_values, v}, 2);
-        causal = false;
-      }
-      *cached_keys = k;
-      *cached_values = v;
-    }
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     const double p = is_training() ? dropout : 0.0;
-    const Tensor y =
-        scaled_dot_product_attention(q, k, v, {.is_causal = causal, .dropout_p = p}).output;  // (B, nh, T, hs)
-    const Tensor merged = reshape(transpose(y, 1, 2), {B, T, C});                             // (B, T, C)
+    // q, k, v = c_attn(x).split(C, dim=2), each in heads (B, nh, T, hs): packed_self_attention splits them
+    const Tensor qkv = (*c_attn)(x);  // (B, T, 3C)
+    const Tensor y = cached_keys ? attend_cached(qkv, *cached_keys, *cached_values, p)
+                                 : packed_self_attention(qkv, n_head, {.is_causal = true, .dropout_p = p}).output;
+    const Tensor merged = reshape(transpose(y, 1, 2), {B, T, C});  // (B, nh, T, hs) → (B, T, C)
     return ag::dropout((*c_proj)(merged), dropout, is_training());
   });
+}
+
+Tensor CausalSelfAttention::attend_cached(const Tensor& qkv, Tensor& cached_keys, Tensor& cached_values,
+                                          double p) const {
+  const int64_t B = qkv.size(0), T = qkv.size(1), hs = qkv.size(2) / 3 / n_head;
+  const Tensor heads = permute(reshape(qkv, {B, T, 3, n_head, hs}), {2, 0, 3, 1, 4});  // (3, B, nh, T, hs)
+  const std::vector<Tensor> q_k_v = chunk(heads, 3, 0);                                // 3 × (1, B, nh, T, hs)
+  const Tensor q = squeeze(q_k_v[0], 0);                                               // (B, nh, T, hs)
+  Tensor k = squeeze(q_k_v[1], 0);                                                     // (B, nh, T, hs)
+  Tensor v = squeeze(q_k_v[2], 0);                                                     // (B, nh, T, hs)
+  bool causal = true;
+  if (cached_keys.defined()) {  // one new query against every earlier key: nothing to mask
+    AG_CHECK(T == 1, "CausalSelfAttention: a filled cache takes one token at a time, got {}", T);
+    k = cat({cached_keys, k}, 2);  // (B, nh, S + 1, hs)
+    v = cat({cached_values, v}, 2);
+    causal = false;
+  }
+  cached_keys = k;
+  cached_values = v;
+  return scaled_dot_product_attention(q, k, v, {.is_causal = causal, .dropout_p = p}).output;  // (B, nh, T, hs)
 }
 
 MLP::MLP(const GPTConfig& config, Generator& gen) : dropout(config.dropout) {

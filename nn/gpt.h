@@ -43,6 +43,10 @@ class CausalSelfAttention : public Module {
   int64_t n_head;
   double dropout;
   std::shared_ptr<Linear> c_attn, c_proj;
+
+ private:
+  // qkv (B, T, 3C) against the cache's keys and values, which it extends → (B, nh, T, hs).
+  Tensor attend_cached(const Tensor& qkv, Tensor& cached_keys, Tensor& cached_values, double p) const;
 };
 
 class MLP : public UnaryModule {

@@ -72,13 +72,18 @@ PackedMultiheadAttention::PackedMultiheadAttention(int64_t embed_dim, int64_t nu
   out_proj->bias.zero_();
 }
 
-Tensor PackedMultiheadAttention::project(const Tensor& x, int64_t which) const {
+void PackedMultiheadAttention::check_input(const Tensor& x) const {
   const int64_t E = in_proj_bias.size(0) / 3;
   AG_CHECK(x.defined() && x.dim() == 3 && x.size(2) == E,
            "MultiheadAttention: expected query, key and value of shape (N, L, {}), got {}", E, shape_or_undefined(x));
-  Tensor w = slice(in_proj_weight, 0, which * E, (which + 1) * E);                      // (E, E)
-  Tensor b = slice(in_proj_bias, 0, which * E, (which + 1) * E);                        // (E)
-  Tensor projected = add(matmul(x, w, false, true), b);                                 // (N, L, E)
+}
+
+Tensor PackedMultiheadAttention::project(const Tensor& x, int64_t which) const {
+  check_input(x);
+  const int64_t E = in_proj_bias.size(0) / 3;
+  const Tensor w = slice(in_proj_weight, 0, which * E, (which + 1) * E);                // (E, E)
+  const Tensor b = slice(in_proj_bias, 0, which * E, (which + 1) * E);                  // (E)
+  const Tensor projected = linear(x, w, b);                                             // (N, L, E)
   Tensor heads = reshape(projected, {x.size(0), x.size(1), num_heads, E / num_heads});  // (N, L, H, E/H)
   return transpose(heads, 1, 2);                                                        // (N, H, L, E/H)
 }
@@ -88,7 +93,42 @@ Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key,
   AG_CHECK(key.defined() && value.defined() && key.dim() == 3 && value.dim() == 3 && key.size(1) == value.size(1),
            "MultiheadAttention: expected key and value (N, S, E) of one length, got {} and {}", shape_or_undefined(key),
            shape_or_undefined(value));
-  return attend(query, project(key, 1), project(value, 2), key_padding_mask, attn_mask);
+  if (key.impl() != value.impl()) return attend(query, project(key, 1), project(value, 2), key_padding_mask, attn_mask);
+  // One product per projection group: self-attention's q, k and v against in_proj_weight (3E, E);
+  // cross-attention's q against its first E rows, and the memory's k and v against the other 2E.
+  check_input(query);
+  check_input(key);
+  AG_CHECK(query.size(0) == key.size(0), "MultiheadAttention: query {} and key {} must share the batch size",
+           shape_str(query.shape()), shape_str(key.shape()));
+  const AttentionOptions o = options(query.size(0), query.size(1), key.size(1), key_padding_mask, attn_mask);
+  if (query.impl() == key.impl()) {
+    const Tensor qkv = linear(query, in_proj_weight, in_proj_bias);  // (N, L, 3E)
+    return output(packed_self_attention(qkv, num_heads, o, *gen_), query);
+  }
+  const int64_t E = in_proj_bias.size(0) / 3;
+  const Tensor q = linear(query, slice(in_proj_weight, 0, 0, E), slice(in_proj_bias, 0, 0, E));         // (N, T, E)
+  const Tensor kv = linear(key, slice(in_proj_weight, 0, E, 3 * E), slice(in_proj_bias, 0, E, 3 * E));  // (N, S, 2E)
+  return output(packed_cross_attention(q, kv, num_heads, o, *gen_), query);
+}
+
+AttentionOptions PackedMultiheadAttention::options(int64_t N, int64_t T, int64_t S, const Tensor& key_padding_mask,
+                                                   const Tensor& attn_mask) const {
+  check_mask("MultiheadAttention", "attn_mask", attn_mask, {T, S});
+  check_mask("MultiheadAttention", "key_padding_mask", key_padding_mask, {N, S});
+  AttentionOptions o{.key_padding_mask = key_padding_mask,
+                     .dropout_p = is_training() ? dropout : 0.0,
+                     .need_weights = true,
+                     .masked_rows = masked_rows};
+  if (attn_mask.defined()) o.attn_mask = logical_not(attn_mask);  // sdpa's attn_mask: true = takes part
+  return o;
+}
+
+// The heads' output (N, H, T, Dh) merged (N, T, E) through out_proj; keeps the weights.
+Tensor PackedMultiheadAttention::output(const Attention& attention, const Tensor& query) {
+  weights_ = attention.weights;
+  Tensor context = transpose(attention.output, 1, 2);                         // (N, T, H, Dh)
+  context = reshape(context, {query.size(0), query.size(1), query.size(2)});  // (N, T, E)
+  return (*out_proj)(context);
 }
 
 Tensor PackedMultiheadAttention::attend(const Tensor& query, const Tensor& k, const Tensor& v,
@@ -97,18 +137,8 @@ Tensor PackedMultiheadAttention::attend(const Tensor& query, const Tensor& k, co
   AG_CHECK(k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) && k.size(2) == v.size(2),
            "MultiheadAttention: query {}, keys {} and values {} must share the batch size, keys and values the length",
            shape_str(query.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  check_mask("MultiheadAttention", "attn_mask", attn_mask, {q.size(2), k.size(2)});
-  check_mask("MultiheadAttention", "key_padding_mask", key_padding_mask, {q.size(0), k.size(2)});
-  AttentionOptions o{.key_padding_mask = key_padding_mask,
-                     .dropout_p = is_training() ? dropout : 0.0,
-                     .need_weights = true,
-                     .masked_rows = masked_rows};
-  if (attn_mask.defined()) o.attn_mask = logical_not(attn_mask);        // sdpa's attn_mask: true = takes part
-  const Attention a = scaled_dot_product_attention(q, k, v, o, *gen_);  // (N, H, T, Dh)
-  weights_ = a.weights;
-  Tensor context = transpose(a.output, 1, 2);                                 // (N, T, H, Dh)
-  context = reshape(context, {query.size(0), query.size(1), query.size(2)});  // (N, T, E)
-  return (*out_proj)(context);
+  const AttentionOptions o = options(q.size(0), q.size(2), k.size(2), key_padding_mask, attn_mask);
+  return output(scaled_dot_product_attention(q, k, v, o, *gen_), query);  // (N, H, T, Dh) → (N, T, E)
 }
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& gen) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/ops/attention.h"
 #include "engine/options.h"
 #include "nn/layers.h"
 #include "nn/module.h"
@@ -36,7 +37,9 @@ class PackedMultiheadAttention : public Module {
  public:
   PackedMultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0,
                            Generator& gen = default_generator());
-  // query (N, T, E), key and value (N, S, E) → (N, T, E).
+  // query (N, T, E), key and value (N, S, E) → (N, T, E). Self-attention (query, key and value one
+  // tensor) projects with one product against in_proj_weight, cross-attention (key and value one
+  // tensor) its key and value with one: engine's packed_self_attention / packed_cross_attention.
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
                  const Tensor& attn_mask = {});
   Tensor operator()(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
@@ -62,6 +65,11 @@ class PackedMultiheadAttention : public Module {
   MaskedRows masked_rows = MaskedRows::nan;
 
  private:
+  void check_input(const Tensor& x) const;  // (N, L, E)
+  AttentionOptions options(int64_t N, int64_t T, int64_t S, const Tensor& key_padding_mask,
+                           const Tensor& attn_mask) const;
+  Tensor output(const Attention& attention, const Tensor& query);
+
   Generator* gen_;
   Tensor weights_;
 };

@@ -7,6 +7,7 @@
 #include "engine/ops/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -16,10 +17,12 @@
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
+#include "engine/kernels/copy.h"
 #include "engine/kernels/dropout.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "engine/registry.h"
 
@@ -102,11 +105,14 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
 
 // Both nodes save {q, k, v, attn_mask, key_padding_mask, …}: the materialising one then
 // {weights, keep, empty_rows}, the streaming one {out, lse}.
-enum Saved { kQ, kK, kV, kAttnMask, kKeyPadding, kWeightsOrOut, kKeepOrLse, kEmptyRows };
+enum Saved { kQ, kK, kV, kAttnMask, kKeyPadding, kWeightsOrOut, kKeepOrLse, kEmptyRows, kSavedCount };
+
+// Which of q, k and v want a gradient.
+using Needs = std::array<bool, 3>;
 
 // {q, k, v, attn_mask, key_padding_mask} as the node saved them.
-AttentionTensors saved_tensors(const BackwardContext& c) {
-  return {c.saved[kQ], c.saved[kK], c.saved[kV], c.saved[kAttnMask], c.saved[kKeyPadding]};
+AttentionTensors saved_tensors(const std::vector<Tensor>& saved) {
+  return {saved[kQ], saved[kK], saved[kV], saved[kAttnMask], saved[kKeyPadding]};
 }
 
 // scale · x @ y (flags as matmul's) in the backward: the kernel (bf16 operands under p.bf16), or,
@@ -134,12 +140,13 @@ Tensor backward_operand(const AttentionPlan& p, const Tensor& x) {
 // replaced before the softmax (the values do not matter: the row's weights are set after) and its
 // weights after it, NaN or zero as masked_rows says: the same values as the kernels', and no
 // gradient of any order from that row to q or k.
-Tensor backward_weights(const BackwardContext& c, const AttentionPlan& p, const Tensor& w, const Tensor& empty_rows) {
+Tensor backward_weights(const std::vector<Tensor>& saved, const AttentionPlan& p, const Tensor& w,
+                        const Tensor& empty_rows) {
   if (!grad_enabled()) return w;
-  const Tensor& q = c.saved[kQ];
-  Tensor scores = backward_product(p, q, c.saved[kK], false, true, p.scale);  // (B, H, T, S)
-  if (p.causal || c.saved[kAttnMask].defined() || c.saved[kKeyPadding].defined())
-    scores = add(scores, additive_mask(p, q.dtype(), c.saved[kAttnMask], c.saved[kKeyPadding]));
+  const Tensor& q = saved[kQ];
+  Tensor scores = backward_product(p, q, saved[kK], false, true, p.scale);  // (B, H, T, S)
+  if (p.causal || saved[kAttnMask].defined() || saved[kKeyPadding].defined())
+    scores = add(scores, additive_mask(p, q.dtype(), saved[kAttnMask], saved[kKeyPadding]));
   if (!empty_rows.defined()) return softmax(scores, -1);                     // (B, H, T, S)
   const Tensor weights = softmax(masked_fill(scores, empty_rows, 0.0), -1);  // (B, H, T, S)
   return masked_fill(weights, empty_rows, p.zero_masked_rows ? 0.0 : NAN);
@@ -152,55 +159,63 @@ Tensor backward_weights(const BackwardContext& c, const AttentionPlan& p, const 
 // softmax_backward, an op of its own) so that the second order differentiates this same formula.
 // The streaming kernel's fused backward (attention_backward_streaming) is this formula computed
 // block by block without the (T, S) weights: an implementation detail, used when nothing records.
-std::vector<Tensor> attention_backward(const BackwardContext& c, const AttentionPlan& p, const Tensor& saved_weights,
-                                       const Tensor& keep, const Tensor& empty_rows) {
+std::vector<Tensor> attention_backward(const Tensor& grad, const std::vector<Tensor>& saved, Needs needs,
+                                       const AttentionPlan& p, const Tensor& saved_weights, const Tensor& keep,
+                                       const Tensor& empty_rows) {
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
-  const Tensor g = backward_operand(p, c.grad);                        // (B, H, T, dv), bf16 under autocast
-  const Tensor w = backward_weights(c, p, saved_weights, empty_rows);  // (B, H, T, S)
-  const Tensor wd = keep.defined() ? mul(w, keep) : w;                 // (B, H, T, S)
-  Tensor dw = backward_product(p, g, c.saved[kV], false, true, 1.0);   // dWd = g @ vᵀ, (B, H, T, S)
-  if (keep.defined()) dw = mul(dw, keep);                              // Wd = W ⊙ keep
-  Tensor ds = softmax_backward(w, dw, -1);                             // W = softmax(S): (B, H, T, S)
-  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);     // S = masked scores: no gradient
-  ds = backward_operand(p, ds);                                        // converted once for both products
+  const Tensor g = backward_operand(p, grad);                              // (B, H, T, dv), bf16 under autocast
+  const Tensor w = backward_weights(saved, p, saved_weights, empty_rows);  // (B, H, T, S)
+  const Tensor wd = keep.defined() ? mul(w, keep) : w;                     // (B, H, T, S)
+  Tensor dw = backward_product(p, g, saved[kV], false, true, 1.0);         // dWd = g @ vᵀ, (B, H, T, S)
+  if (keep.defined()) dw = mul(dw, keep);                                  // Wd = W ⊙ keep
+  Tensor ds = softmax_backward(w, dw, -1);                                 // W = softmax(S): (B, H, T, S)
+  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);         // S = masked scores: no gradient
+  ds = backward_operand(p, ds);                                            // converted once for both products
   std::vector<Tensor> grads(3);
-  if (c.needs_grad[0]) grads[0] = backward_product(p, ds, c.saved[kK], false, false, p.scale);  // (B, H, T, d)
-  if (c.needs_grad[1]) grads[1] = backward_product(p, ds, c.saved[kQ], true, false, p.scale);   // (B, H, S, d)
-  if (c.needs_grad[2]) grads[2] = backward_product(p, wd, g, true, false, 1.0);                 // (B, H, S, dv)
+  if (needs[0]) grads[0] = backward_product(p, ds, saved[kK], false, false, p.scale);  // (B, H, T, d)
+  if (needs[1]) grads[1] = backward_product(p, ds, saved[kQ], true, false, p.scale);   // (B, H, S, d)
+  if (needs[2]) grads[2] = backward_product(p, wd, g, true, false, 1.0);               // (B, H, S, dv)
   return grads;
 }
 
+constexpr std::string_view kAttentionFormula =
+    "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)), dq = s · dS k, "
+    "dk = s · dSᵀ q";
+
+// What one attention call computed: its output, the weights it returns (need_weights) and what its
+// node saves, in Saved's order.
+struct AttentionForward {
+  Tensor out;      // (B, H, T, dv)
+  Tensor weights;  // (B, H, T, S), with need_weights
+  std::vector<Tensor> saved;
+};
+
 // Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights.
-Tensor streaming_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                           const AttentionPlan& plan) {
+AttentionForward streaming_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                   const AttentionPlan& plan) {
   Tensor lse;                                                                                       // (B, H, T)
   Tensor out = attention_streaming_forward(plan, {q, k, v, o.attn_mask, o.key_padding_mask}, lse);  // (B, H, T, dv)
-  record(out,
-         {"ScaledDotProductAttentionBackward",
-          {.bf16 = plan.bf16,
-           .formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
-                      "P)), dq = s · dS k, dk = s · dSᵀ q"}},
-         {q, k, v}, {q, k, v, o.attn_mask, o.key_padding_mask, out, lse}, [plan](const BackwardContext& c) {
-           // out = softmax(scale · q @ kᵀ + masks) @ v: Note [one attention backward]
-           const Tensor empty_rows = rows_without_keys(c.saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
-           // NaN weights (rows without keys) reach dv as PyTorch's do: only the weights carry them.
-           const bool weights_needed = grad_enabled() || (empty_rows.defined() && !plan.zero_masked_rows);
-           if (!weights_needed)
-             return attention_backward_streaming(plan, saved_tensors(c), c.grad, c.saved[kWeightsOrOut],
-                                                 c.saved[kKeepOrLse],
-                                                 {c.needs_grad[0], c.needs_grad[1], c.needs_grad[2]});
-           const Tensor w = grad_enabled() ? Tensor()
-                                           : attention_weights(c.saved[kQ], c.saved[kK], plan, c.saved[kAttnMask],
-                                                               c.saved[kKeyPadding])
-                                                 .weights;  // (B, H, T, S)
-           return attention_backward(c, plan, w, {}, empty_rows);
-         });
-  return out;
+  return {out, Tensor(), {q, k, v, o.attn_mask, o.key_padding_mask, out, lse, Tensor()}};
+}
+
+std::vector<Tensor> streaming_backward(const AttentionPlan& plan, const Tensor& grad, const std::vector<Tensor>& saved,
+                                       Needs needs) {
+  // out = softmax(scale · q @ kᵀ + masks) @ v: Note [one attention backward]
+  const Tensor empty_rows = rows_without_keys(saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
+  // NaN weights (rows without keys) reach dv as PyTorch's do: only the weights carry them.
+  const bool weights_needed = grad_enabled() || (empty_rows.defined() && !plan.zero_masked_rows);
+  if (!weights_needed)
+    return attention_backward_streaming(plan, saved_tensors(saved), grad, saved[kWeightsOrOut], saved[kKeepOrLse],
+                                        needs);
+  const Tensor w = grad_enabled() ? Tensor()
+                                  : attention_weights(saved[kQ], saved[kK], plan, saved[kAttnMask], saved[kKeyPadding])
+                                        .weights;  // (B, H, T, S)
+  return attention_backward(grad, saved, needs, plan, w, {}, empty_rows);
 }
 
 // Materialising: the (B, H, T, S) weights, returned with need_weights.
-Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                                  const AttentionPlan& plan, Generator& gen) {
+AttentionForward materialising_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                       const AttentionPlan& plan, Generator& gen) {
   // Under autocast the products' operands are bf16 copies made once: the forward's products read
   // them and the node saves them for the backward's, whose products would convert them again.
   const auto operand = [&plan](const Tensor& x) { return plan.bf16 ? converted(x, DType::bf16) : x; };
@@ -215,20 +230,134 @@ Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor
     dropped = mul(weights, keep);  // (B, H, T, S)
   }
   Tensor out = attention_product(plan, dropped, v_op, false, false, 1.0);  // (B, H, T, dv)
-  record(out,
-         {"ScaledDotProductAttentionBackward",
-          {.bf16 = plan.bf16,
-           .formula = "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ "
-                      "P)), dq = s · dS k, dk = s · dSᵀ q"}},
-         {q, k, v}, {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows},
-         [plan](const BackwardContext& c) {
-           // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v: Note [one attention backward]
-           AG_CHECK(!(plan.bf16 && grad_enabled()),
-                    "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be "
-                    "differentiated again (create_graph); compute higher-order gradients in f32");
-           return attention_backward(c, plan, c.saved[kWeightsOrOut], c.saved[kKeepOrLse], c.saved[kEmptyRows]);
-         });
-  return {out, o.need_weights ? dropped : Tensor()};
+  return {out,
+          o.need_weights ? dropped : Tensor(),
+          {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows}};
+}
+
+std::vector<Tensor> materialising_backward(const AttentionPlan& plan, const Tensor& grad,
+                                           const std::vector<Tensor>& saved, Needs needs) {
+  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v: Note [one attention backward]
+  AG_CHECK(!(plan.bf16 && grad_enabled()),
+           "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be differentiated "
+           "again (create_graph); compute higher-order gradients in f32");
+  return attention_backward(grad, saved, needs, plan, saved[kWeightsOrOut], saved[kKeepOrLse], saved[kEmptyRows]);
+}
+
+AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                   const AttentionPlan& plan, Generator& gen) {
+  return plan.streaming ? streaming_forward(q, k, v, o, plan) : materialising_forward(q, k, v, o, plan, gen);
+}
+
+// {dq, dk, dv} (where `needs` asks) from the node's saved tensors, by the kernel that ran the forward.
+std::vector<Tensor> node_backward(const AttentionPlan& plan, const Tensor& grad, const std::vector<Tensor>& saved,
+                                  Needs needs) {
+  return plan.streaming ? streaming_backward(plan, grad, saved, needs)
+                        : materialising_backward(plan, grad, saved, needs);
+}
+
+// ---- Packed projections (packed_self_attention, packed_cross_attention)
+
+// Where q, k or v sits: in which source, at which of its projections of E columns.
+struct PackedPlace {
+  size_t source;
+  int64_t slot;
+};
+struct PackedLayout {
+  int64_t heads;
+  int64_t E;
+  std::array<PackedPlace, 3> places;  // q, k, v, slots ascending within a source
+};
+
+// One projection's heads in its source (N, L, slots·E), read as (N, H, L, E/H).
+Window heads_window(const Shape& source, int64_t slot, const PackedLayout& layout) {
+  const int64_t L = source[1], C = source[2], d = layout.E / layout.heads;
+  return {slot * layout.E, {L * C, d, C, 1}};
+}
+
+// One projection's heads (N, H, L, E/H) from its source (N, L, slots·E): one strided copy that records
+// nothing, or, when a backward is itself recorded (create_graph), recorded ops that can be
+// differentiated again.
+Tensor heads_of(const Tensor& source, int64_t slot, const PackedLayout& layout) {
+  const int64_t N = source.size(0), L = source.size(1), H = layout.heads, d = layout.E / H;
+  if (grad_enabled()) {
+    const Tensor projection = narrow(source, 2, slot * layout.E, layout.E);  // (N, L, E)
+    return transpose(reshape(projection, {N, L, H, d}), 1, 2);               // (N, H, L, d)
+  }
+  Tensor out = empty({N, H, L, d}, source.dtype());
+  copy_window(source, heads_window(source.shape(), slot, layout), out, whole(out), out.shape());
+  return out;
+}
+
+// A source's gradient (N, L, slots·E): its projections' head gradients (N, H, L, E/H each, in slot
+// order) in their places; one strided copy each, or recorded ops under create_graph.
+Tensor packed_gradient(const std::vector<Tensor>& head_grads, const Shape& source, const PackedLayout& layout) {
+  if (grad_enabled()) {
+    std::vector<Tensor> projections;  // (N, L, H, E/H) each
+    for (const Tensor& g : head_grads) projections.push_back(transpose(g, 1, 2));
+    return reshape(stack(projections, 2), source);  // (N, L, slots, H, E/H) → (N, L, slots·E)
+  }
+  Tensor out = empty(source, head_grads[0].dtype());
+  for (size_t slot = 0; slot < head_grads.size(); ++slot)
+    copy_window(head_grads[slot], whole(head_grads[slot]), out,
+                heads_window(source, static_cast<int64_t>(slot), layout), head_grads[slot].shape());
+  return out;
+}
+
+// The node saves the attention's own tensors (Saved's order), then the sources: under create_graph the
+// backward takes q, k and v from these again with recorded ops, so the second order sees how they
+// depend on the sources.
+std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayout& layout, const BackwardContext& c) {
+  // q, k, v = the heads of their sources; out = attention(q, k, v): Note [one attention backward]
+  std::vector<Tensor> saved(c.saved.begin(), c.saved.begin() + kSavedCount);
+  const std::vector<Tensor> sources(c.saved.begin() + kSavedCount, c.saved.end());
+  Needs needs{};
+  for (size_t i = 0; i < needs.size(); ++i) {
+    const PackedPlace& at = layout.places[i];
+    needs[i] = c.needs_grad[at.source];
+    if (grad_enabled()) saved[kQ + i] = heads_of(sources[at.source], at.slot, layout);
+  }
+  const std::vector<Tensor> head_grads = node_backward(plan, c.grad, saved, needs);  // (N, H, L, d) each
+  std::vector<Tensor> grads(sources.size());
+  for (size_t s = 0; s < sources.size(); ++s) {
+    if (!c.needs_grad[s]) continue;
+    std::vector<Tensor> slots;
+    for (size_t i = 0; i < head_grads.size(); ++i)
+      if (layout.places[i].source == s) slots.push_back(head_grads[i]);
+    grads[s] = packed_gradient(slots, c.inputs[s].shape, layout);
+  }
+  return grads;
+}
+
+Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayout& layout, const AttentionOptions& o,
+                           Generator& gen) {
+  std::array<Tensor, 3> heads;  // q, k, v: (N, H, T|S, d)
+  {
+    NoGradGuard no_grad;  // copies: the node below records from the sources
+    for (size_t i = 0; i < heads.size(); ++i)
+      heads[i] = heads_of(sources[layout.places[i].source], layout.places[i].slot, layout);
+  }
+  const AttentionPlan plan = plan_attention(heads[0], heads[1], heads[2], o);
+  AttentionForward f = attention_forward(heads[0], heads[1], heads[2], o, plan, gen);
+  if (needs_recording(sources)) {
+    f.saved.insert(f.saved.end(), sources.begin(), sources.end());
+    attach_node(f.out,
+                {"PackedAttentionBackward",
+                 {.bf16 = plan.bf16,
+                  .formula = "q, k, v = heads of the packed projections, out = attention(q, k, v)  →  dq, dk, dv as "
+                             "scaled_dot_product_attention's, each written in its place of its source's gradient"}},
+                sources, f.saved,
+                [plan, layout](const BackwardContext& c) { return packed_backward(plan, layout, c); });
+  }
+  return {f.out, f.weights};
+}
+
+void check_packed_source(const char* op, const char* what, const Tensor& source, int64_t slots, int64_t heads) {
+  AG_CHECK(heads > 0, "{}: expected a positive number of heads, got {}", op, heads);
+  check_floating(op, what, source);
+  AG_CHECK(source.dim() == 3 && source.size(2) % (slots * heads) == 0,
+           "{}: expected {} of shape (N, L, {}·E) with E a multiple of the {} heads, got shape {}", op, what, slots,
+           heads, shape_str(source.shape()));
 }
 
 }  // namespace
@@ -236,8 +365,32 @@ Attention materialising_attention(const Tensor& q, const Tensor& k, const Tensor
 Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                        Generator& gen) {
   const AttentionPlan plan = plan_attention(q, k, v, o);
-  if (plan.streaming) return {streaming_attention(q, k, v, o, plan), Tensor()};
-  return materialising_attention(q, k, v, o, plan, gen);
+  AttentionForward f = attention_forward(q, k, v, o, plan, gen);
+  const std::array<Tensor, 3> inputs{q, k, v};
+  if (needs_recording(inputs))
+    attach_node(f.out, {"ScaledDotProductAttentionBackward", {.bf16 = plan.bf16, .formula = kAttentionFormula}}, inputs,
+                f.saved, [plan](const BackwardContext& c) {
+                  // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v: Note [one attention backward]
+                  return node_backward(plan, c.grad, c.saved, {c.needs_grad[0], c.needs_grad[1], c.needs_grad[2]});
+                });
+  return {f.out, f.weights};
+}
+
+Attention packed_self_attention(const Tensor& qkv, int64_t heads, const AttentionOptions& o, Generator& gen) {
+  check_packed_source("packed_self_attention", "qkv", qkv, 3, heads);
+  const PackedLayout layout{heads, qkv.size(2) / 3, {{{0, 0}, {0, 1}, {0, 2}}}};
+  return packed_attention({qkv}, layout, o, gen);
+}
+
+Attention packed_cross_attention(const Tensor& q, const Tensor& kv, int64_t heads, const AttentionOptions& o,
+                                 Generator& gen) {
+  check_packed_source("packed_cross_attention", "q", q, 1, heads);
+  check_packed_source("packed_cross_attention", "kv", kv, 2, heads);
+  AG_CHECK(kv.size(0) == q.size(0) && kv.size(2) == 2 * q.size(2),
+           "packed_cross_attention: expected q (N, T, E) and kv (N, S, 2E), got q {} and kv {}", shape_str(q.shape()),
+           shape_str(kv.shape()));
+  const PackedLayout layout{heads, q.size(2), {{{0, 0}, {1, 0}, {1, 1}}}};
+  return packed_attention({q, kv}, layout, o, gen);
 }
 
 void register_attention_ops(Registry& registry) {
@@ -305,6 +458,41 @@ void register_attention_ops(Registry& registry) {
                 sdpa(false, true, 0, AttentionKernel::materialising, true), real_inputs(), shapes});
   registry.add({"scaled_dot_product_attention_streaming_masked_rows_zero", sdpa(true, true, 0, streaming, true),
                 real_inputs(), shapes});
+
+  // Packed projections, two heads: qkv (N, L, 3E) for self-attention, q (N, T, E) and kv (N, S, 2E) for
+  // cross-attention.
+  const std::vector<std::vector<Shape>> self_shapes = {{{2, 3, 12}}, {{1, 1, 6}}, {{1, 4, 6}}};
+  const std::vector<std::vector<Shape>> cross_shapes = {
+      {{2, 3, 4}, {2, 5, 8}}, {{1, 1, 2}, {1, 1, 4}}, {{1, 4, 6}, {1, 2, 12}}};
+  auto packed = [](bool causal, double dropout_p = 0, AttentionKernel kernel = AttentionKernel::automatic) {
+    return [=](const std::vector<Tensor>& in) {
+      Generator gen(11);  // the same dropout mask on every call
+      const AttentionOptions o{.is_causal = causal, .dropout_p = dropout_p, .kernel = kernel};
+      return in.size() == 1 ? packed_self_attention(in[0], 2, o, gen).output
+                            : packed_cross_attention(in[0], in[1], 2, o, gen).output;
+    };
+  };
+  registry.add({"packed_self_attention", packed(false), real_inputs(), self_shapes});
+  registry.add({"packed_self_attention_causal", packed(true), real_inputs(), self_shapes});
+  registry.add({"packed_cross_attention", packed(false), real_inputs(), cross_shapes});
+  const std::string split_heads_op =
+      "the op above through the streaming kernel, or with dropout: no PyTorch counterpart; "
+      "tests/engine/attention_test.cpp checks it equals scaled_dot_product_attention on the split heads";
+  registry.add({.name = "packed_self_attention_streaming",
+                .fn = packed(true, 0, streaming),
+                .make_inputs = real_inputs(),
+                .shape_sets = self_shapes,
+                .differs_from_pytorch = split_heads_op});
+  registry.add({.name = "packed_cross_attention_streaming",
+                .fn = packed(false, 0, streaming),
+                .make_inputs = real_inputs(),
+                .shape_sets = cross_shapes,
+                .differs_from_pytorch = split_heads_op});
+  registry.add({.name = "packed_self_attention_dropout",
+                .fn = packed(true, 0.3),
+                .make_inputs = real_inputs(),
+                .shape_sets = self_shapes,
+                .differs_from_pytorch = split_heads_op});
 }
 
 }  // namespace ag

@@ -51,6 +51,20 @@ struct Attention {
 Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const AttentionOptions& options = {}, Generator& gen = default_generator());
 
+// The same attention on projections packed as one product per projection group makes them (nn's
+// MultiheadAttention: one product against in_proj_weight for self-attention; for cross-attention one
+// for the queries and one against the k and v rows for the memory). Each projection is E = H·d
+// columns of its source, split into heads of d:
+//   packed_self_attention: qkv (N, L, 3E), each position's [q | k | v];
+//   packed_cross_attention: q (N, T, E) and kv (N, S, 2E), each key position's [k | v].
+// Output (N, H, T, d) and options as scaled_dot_product_attention's on the split heads, to the bit.
+// One node: its backward writes each source's gradient whole, where the split heads' slices would
+// each place theirs into zeros and then be summed.
+Attention packed_self_attention(const Tensor& qkv, int64_t heads, const AttentionOptions& options = {},
+                                Generator& gen = default_generator());
+Attention packed_cross_attention(const Tensor& q, const Tensor& kv, int64_t heads, const AttentionOptions& options = {},
+                                 Generator& gen = default_generator());
+
 // Whether the op streams T queries over S keys with these options (the kernel chosen, or automatic's
 // rule): a memory estimate counts the (B, H, T, S) weights only when it does not.
 bool attention_streams(int64_t T, int64_t S, const AttentionOptions& options);

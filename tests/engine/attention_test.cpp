@@ -1,8 +1,9 @@
 // scaled_dot_product_attention equals the unfused composition of engine ops (matmul, masked_fill,
 // softmax, dropout, matmul) in values and gradients, with every kind of mask, in f64 and f32
 // (tiny shapes on the loops, large ones on oneDNN); its streaming kernel equals the materialising
-// one, over several blocks, with fully masked rows, bit for bit at any thread count; and its
-// errors name what is wrong.
+// one, over several blocks, with fully masked rows, bit for bit at any thread count; the packed
+// projections' ops equal it on the split heads bit for bit, under autocast and at the second order
+// too; and the errors name what is wrong.
 #include "engine/ops/attention.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/onednn.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/dropout.h"
@@ -287,6 +290,129 @@ TEST(Attention, ErrorsNameTheProblem) {
       {"streaming", "need_weights"});
   expect_error([&] { scaled_dot_product_attention(q, k, v, {.dropout_p = 0.5, .kernel = AttentionKernel::streaming}); },
                {"streaming", "dropout"});
+}
+
+// ---- packed_self_attention / packed_cross_attention against scaled_dot_product_attention on the heads
+// split from the packed projections with recorded ops.
+
+constexpr int64_t kHeads = 4;
+
+// The slot's heads of a source (N, L, slots·E): (N, H, L, E/H).
+Tensor split_heads(const Tensor& source, int64_t slot, int64_t E) {
+  const Tensor projection = narrow(source, 2, slot * E, E);                                           // (N, L, E)
+  return transpose(reshape(projection, {source.size(0), source.size(1), kHeads, E / kHeads}), 1, 2);  // (N, H, L, d)
+}
+
+struct PackedCase {
+  bool cross;
+  AttentionKernel kernel;
+  AttentionOptions options;
+};
+
+// Output and source gradients of the packed op (packed = true) or of sdpa on the split heads.
+std::vector<Tensor> run_packed(const PackedCase& c, bool packed, DType dtype, bool bf16) {
+  const int64_t N = 2, T = 5, S = c.cross ? 7 : 5, E = 16;
+  Generator gen(31);
+  std::vector<Tensor> sources =
+      c.cross ? std::vector<Tensor>{randn({N, T, E}, dtype, gen), randn({N, S, 2 * E}, dtype, gen)}
+              : std::vector<Tensor>{randn({N, T, 3 * E}, dtype, gen)};
+  for (Tensor& s : sources) s.requires_grad_();
+  AttentionOptions o = c.options;
+  o.kernel = c.kernel;
+  AutocastGuard autocast(bf16);
+  Generator dropout_gen(5);
+  Tensor out;
+  if (packed) {
+    out = c.cross ? packed_cross_attention(sources[0], sources[1], kHeads, o, dropout_gen).output
+                  : packed_self_attention(sources[0], kHeads, o, dropout_gen).output;
+  } else {
+    const Tensor& kv = sources.back();
+    const int64_t kv_slot = c.cross ? 0 : 1;
+    out = scaled_dot_product_attention(split_heads(sources[0], 0, E), split_heads(kv, kv_slot, E),
+                                       split_heads(kv, kv_slot + 1, E), o, dropout_gen)
+              .output;
+  }
+  Generator ggen(6);
+  out.backward(randn(out.shape(), out.dtype(), ggen));
+  std::vector<Tensor> results{out};
+  for (const Tensor& s : sources) results.push_back(s.grad());
+  return results;
+}
+
+std::vector<PackedCase> packed_cases() {
+  Generator gen(8);
+  const Tensor padding = gt(rand({2, 7}, DType::f64, gen), 0.6);  // (N, S) for cross, sliced for self
+  std::vector<PackedCase> cases;
+  for (bool cross : {false, true}) {
+    const Tensor pad = cross ? padding : slice(padding, 1, 0, 5);
+    cases.push_back({cross, AttentionKernel::materialising, {}});
+    cases.push_back({cross, AttentionKernel::streaming, {.is_causal = true}});
+    cases.push_back({cross, AttentionKernel::materialising, {.key_padding_mask = pad, .dropout_p = 0.3}});
+    cases.push_back({cross, AttentionKernel::streaming, {.key_padding_mask = pad, .masked_rows = MaskedRows::zero}});
+  }
+  return cases;
+}
+
+void expect_same_bits(const std::vector<Tensor>& packed, const std::vector<Tensor>& split, size_t case_index) {
+  ASSERT_EQ(packed.size(), split.size());
+  for (size_t i = 0; i < packed.size(); ++i) {
+    ASSERT_TRUE(packed[i].defined() && split[i].defined()) << "case " << case_index << " result " << i;
+    EXPECT_EQ(packed[i].shape(), split[i].shape()) << "case " << case_index << " result " << i;
+    const std::vector<double> a = packed[i].to_vector(), b = split[i].to_vector();
+    size_t differ = 0;
+    for (size_t j = 0; j < a.size(); ++j) differ += !(a[j] == b[j] || (std::isnan(a[j]) && std::isnan(b[j])));
+    EXPECT_EQ(differ, 0u) << "case " << case_index << ": result " << i << " (0 = output, then the sources' gradients)";
+  }
+}
+
+TEST(PackedAttention, EqualsAttentionOnTheSplitHeadsBitForBit) {
+  const std::vector<PackedCase> cases = packed_cases();
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (DType dtype : {DType::f64, DType::f32})
+      expect_same_bits(run_packed(cases[i], true, dtype, false), run_packed(cases[i], false, dtype, false), i);
+}
+
+TEST(PackedAttention, EqualsAttentionOnTheSplitHeadsUnderAutocast) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast here";
+  const std::vector<PackedCase> cases = packed_cases();
+  for (size_t i = 0; i < cases.size(); ++i)
+    expect_same_bits(run_packed(cases[i], true, DType::f32, true), run_packed(cases[i], false, DType::f32, true), i);
+}
+
+// create_graph: the gradient of Σ (d source · u) is the split composition's, at both kernels.
+TEST(PackedAttention, SecondOrderEqualsTheSplitComposition) {
+  for (AttentionKernel kernel : {AttentionKernel::materialising, AttentionKernel::streaming}) {
+    std::vector<Tensor> second;
+    for (bool packed : {true, false}) {
+      Generator gen(41);
+      const int64_t E = 8;
+      const Tensor qkv = randn({2, 3, 3 * E}, DType::f64, gen).requires_grad_();
+      const AttentionOptions o{.is_causal = true, .kernel = kernel};
+      const Tensor out = packed ? packed_self_attention(qkv, kHeads, o).output
+                                : scaled_dot_product_attention(split_heads(qkv, 0, E), split_heads(qkv, 1, E),
+                                                               split_heads(qkv, 2, E), o)
+                                      .output;
+      const Tensor first = grad({sum(mul(out, out))}, {qkv}, {}, true)[0];  // (N, L, 3E)
+      second.push_back(grad({sum(mul(first, randn(first.shape(), DType::f64, gen)))}, {qkv})[0]);
+    }
+    const std::vector<double> a = second[0].to_vector(), b = second[1].to_vector();
+    for (size_t j = 0; j < a.size(); ++j) ASSERT_NEAR(a[j], b[j], 1e-12 * (1 + std::abs(b[j]))) << "element " << j;
+  }
+}
+
+TEST(PackedAttention, ErrorsNameTheProblem) {
+  expect_error(
+      [] {
+        packed_self_attention(zeros({2, 3, 10}), 2);
+      },
+      {"packed_self_attention", "qkv", "(N, L, 3·E)", "(2,3,10)"});
+  expect_error([] { packed_self_attention(zeros({2, 3, 12}), 0); }, {"packed_self_attention", "heads", "0"});
+  expect_error(
+      [] {
+        packed_cross_attention(zeros({2, 3, 4}), zeros({2, 5, 12}), 2);
+      },
+      {"packed_cross_attention", "(N, S, 2E)", "(2,3,4)", "(2,5,12)"});
+  expect_error([] { packed_cross_attention(zeros({2, 3, 4}), zeros({3, 5, 8}), 2); }, {"(2,3,4)", "(3,5,8)"});
 }
 
 }  // namespace

@@ -173,14 +173,27 @@ TEST(Bf16Products, AttentionProductsWithinBf16BoundOfTheF32Op) {
 
 // The autocast policy, PyTorch's CPU recipe (engine/README.md, "Mixed precision"): which ops take
 // bf16 operands. Every op a GPT step and the other common ops record must be listed.
-const std::map<std::string, bool> kRunsInBf16 = {
-    {"matmul", true},         {"linear", true},    {"scaled_dot_product_attention", true},
-    {"embedding", false},     {"add", false},      {"layer_norm", false},
-    {"gelu", false},          {"softmax", false},  {"log_softmax", false},
-    {"cross_entropy", false}, {"mse_loss", false}, {"sum", false},
-    {"mean", false},          {"mul", false},      {"reshape", false},
-    {"transpose", false},     {"permute", false},  {"slice", false},
-    {"dropout", false},       {"leaf", false}};
+const std::map<std::string, bool> kRunsInBf16 = {{"matmul", true},
+                                                 {"linear", true},
+                                                 {"scaled_dot_product_attention", true},
+                                                 {"packed_attention", true},
+                                                 {"embedding", false},
+                                                 {"add", false},
+                                                 {"layer_norm", false},
+                                                 {"gelu", false},
+                                                 {"softmax", false},
+                                                 {"log_softmax", false},
+                                                 {"cross_entropy", false},
+                                                 {"mse_loss", false},
+                                                 {"sum", false},
+                                                 {"mean", false},
+                                                 {"mul", false},
+                                                 {"reshape", false},
+                                                 {"transpose", false},
+                                                 {"permute", false},
+                                                 {"slice", false},
+                                                 {"dropout", false},
+                                                 {"leaf", false}};
 
 TEST(Bf16Autocast, PolicyTable) {
   SKIP_WITHOUT_AVX512_BF16();
@@ -208,8 +221,7 @@ TEST(Bf16Autocast, PolicyTable) {
     EXPECT_EQ(bf16, kRunsInBf16.at(op)) << op << (bf16 ? " ran in bf16" : " ran in f32");
     EXPECT_EQ(n.dtype, DType::f32) << op << ": every output stays f32";
   }
-  for (const char* op :
-       {"linear", "matmul", "scaled_dot_product_attention", "layer_norm", "gelu", "cross_entropy", "softmax"})
+  for (const char* op : {"linear", "matmul", "packed_attention", "layer_norm", "gelu", "cross_entropy", "softmax"})
     EXPECT_GT(seen[op], 0) << op << " did not run: the table test covers less than it says";
   loss.backward();
   for (const auto& [name, p] : gpt.named_parameters()) {

@@ -699,6 +699,36 @@ def encode(v):
     return v
 
 
+def packed_attention_family():
+    """packed_self_attention and packed_cross_attention (engine/ops/attention.h: two heads, as their
+    registry entries) against the attention reference on the heads split from the packed
+    projections. Last in the file, so that the cases before keep their cotangents."""
+    def heads(x, slot, E):  # (N, L, slots·E) → the slot's (N, 2, L, E/2)
+        N, L = x.shape[0], x.shape[1]
+        return x[..., slot * E:(slot + 1) * E].reshape(N, L, 2, E // 2).transpose(1, 2)
+
+    for op in ["packed_self_attention", "packed_self_attention_causal", "packed_cross_attention"]:
+        with stream_of(op):
+            for f32 in [False] * 12 + [True] * 2:
+                N, T, S = (R.randint(1, 2), R.randint(1, 5), R.randint(1, 5)) if not f32 else \
+                    (1, R.randint(24, 32), R.randint(24, 32))
+                E = 2 * (R.randint(1, 3) if not f32 else 16)
+                causal = op.endswith("causal")
+                if op == "packed_cross_attention":
+                    ins = [real([N, T, E]), real([N, S, 2 * E])]
+
+                    def fn(q, kv, E=E):
+                        return sdpa_reference(heads(q, 0, E), heads(kv, 0, E), heads(kv, 1, E), None, None, False,
+                                              False)
+                else:
+                    ins = [real([N, T, 3 * E])]
+
+                    def fn(qkv, E=E, causal=causal):
+                        return sdpa_reference(heads(qkv, 0, E), heads(qkv, 1, E), heads(qkv, 2, E), None, None,
+                                              causal, False)
+                case(op, "registry", ins, fn, f32=f32)
+
+
 def keep_committed_results(tensors, meta):
     """A case the committed file already holds (same description, same inputs) keeps its stored
     PyTorch results: PyTorch on another machine differs in the last bits of some products, and a
@@ -728,6 +758,7 @@ def main():
     layer_norm_backward_family()
     linear_family()
     second_order_family()
+    packed_attention_family()
     tensors, meta = {}, []
     for n, c in enumerate(CASES):
         xs, out = run(c, torch.float64)
