@@ -22,6 +22,10 @@ constexpr int64_t kChunk = 4096;  // elements per parallel work item
 
 }  // namespace
 
+void round_to_bf16(const float* in, BFloat16* out, int64_t n) {
+  to_bf16_range(in, reinterpret_cast<uint16_t*>(out), n);
+}
+
 void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n) {
   auto* bits = reinterpret_cast<uint16_t*>(out);
   parallel_for((n + kChunk - 1) / kChunk, kChunk, [&](int64_t c) {

@@ -10,6 +10,8 @@
 namespace ag {
 
 void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n);
+// The same rounding on the calling thread alone: for kernels already inside a parallel loop.
+void round_to_bf16(const float* in, BFloat16* out, int64_t n);
 void convert_bf16_to_f32(const BFloat16* in, float* out, int64_t n);
 
 // x's values in another dtype (a new tensor, or x when it has that dtype already), recording

@@ -6,37 +6,23 @@
 #include <cstring>
 #include <type_traits>
 
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/parallel.h"
 
 namespace ag {
 
 namespace {
 
-// The one copy kernel of the copying shape ops: the `shape`-sized window `from` of src goes to
-// the window `to` of dst (same dtype, any dtype). Parallel over ranges of the rows of the last
-// dim; within a range the row's multi-index advances like an odometer (no division per row). A
-// row of 64 bytes or more contiguous on both sides (a head split, a cat) is one memcpy.
-template <size_t Bytes>
-void copy_window_bytes(const void* src, const Window& from, void* dst, const Window& to, const Shape& shape) {
-  using Element =
-      std::conditional_t<Bytes == 1, uint8_t,
-                         std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+// The walk under every copy of a window: calls copy_row(s, d) with the storage offsets of each row
+// (along the last dim) of the `shape`-sized window `from` and of its place in `to`. Parallel over
+// ranges of rows; within a range the row's multi-index advances like an odometer (no division per
+// row).
+template <typename CopyRow>
+void for_each_row(const Window& from, const Window& to, const Shape& shape, CopyRow copy_row) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
   const int64_t total = numel(shape);
   if (total == 0) return;
   const int64_t inner = ndim == 0 ? 1 : shape.back();
-  const int64_t src_step = ndim == 0 ? 1 : from.strides.back();
-  const int64_t dst_step = ndim == 0 ? 1 : to.strides.back();
-  const bool contiguous_rows = src_step == 1 && dst_step == 1 && inner * Bytes >= 64;  // else a call costs more
-  const auto* ps = static_cast<const Element*>(src);
-  auto* pd = static_cast<Element*>(dst);
-  auto copy_row = [&](int64_t s, int64_t d) {
-    if (contiguous_rows) {
-      std::memcpy(pd + d, ps + s, inner * Bytes);
-    } else {
-      for (int64_t j = 0; j < inner; ++j) pd[d + j * dst_step] = ps[s + j * src_step];
-    }
-  };
   parallel_for_ranges(total / inner, inner, [&](int64_t begin, int64_t end) {
     Shape index(std::max<int64_t>(ndim - 1, 0));  // the row's index over the outer dims
     int64_t s = from.offset, d = to.offset;
@@ -68,6 +54,29 @@ void copy_window_bytes(const void* src, const Window& from, void* dst, const Win
         d += to.strides[k - 1];
         ++index[k - 1];
       }
+    }
+  });
+}
+
+// The one copy kernel of the copying shape ops: the window `from` of src goes to the window `to` of
+// dst (same dtype, any dtype). A row of 64 bytes or more contiguous on both sides (a head split, a
+// cat) is one memcpy.
+template <size_t Bytes>
+void copy_window_bytes(const void* src, const Window& from, void* dst, const Window& to, const Shape& shape) {
+  using Element =
+      std::conditional_t<Bytes == 1, uint8_t,
+                         std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+  const int64_t inner = shape.empty() ? 1 : shape.back();
+  const int64_t src_step = shape.empty() ? 1 : from.strides.back();
+  const int64_t dst_step = shape.empty() ? 1 : to.strides.back();
+  const bool contiguous_rows = src_step == 1 && dst_step == 1 && inner * Bytes >= 64;  // else a call costs more
+  const auto* ps = static_cast<const Element*>(src);
+  auto* pd = static_cast<Element*>(dst);
+  for_each_row(from, to, shape, [&](int64_t s, int64_t d) {
+    if (contiguous_rows) {
+      std::memcpy(pd + d, ps + s, inner * Bytes);
+    } else {
+      for (int64_t j = 0; j < inner; ++j) pd[d + j * dst_step] = ps[s + j * src_step];
     }
   });
 }
@@ -121,6 +130,16 @@ void copy_window(const Tensor& src, const Window& from, const Tensor& dst, const
     default:
       fail("copy: unsupported element size {}", bytes);
   }
+}
+
+void copy_window_to_bf16(const Tensor& src, const Window& from, const Tensor& dst, const Window& to,
+                         const Shape& shape) {
+  AG_CHECK(src.dtype() == DType::f32 && dst.dtype() == DType::bf16 && !shape.empty() && from.strides.back() == 1 &&
+               to.strides.back() == 1,
+           "copy_window_to_bf16: expected f32 rows into bf16 rows, both contiguous along the last dim");
+  const float* ps = src.data<float>();
+  BFloat16* pd = dst.data<BFloat16>();
+  for_each_row(from, to, shape, [&](int64_t s, int64_t d) { round_to_bf16(ps + s, pd + d, shape.back()); });
 }
 
 // x with its dims reordered (out dim i is x's dim perm[i]), as a new contiguous tensor.

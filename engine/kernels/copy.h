@@ -22,6 +22,11 @@ Window whole(const Tensor& t);
 // Parallel over ranges of the rows of the last dim.
 void copy_window(const Tensor& src, const Window& from, const Tensor& dst, const Window& to, const Shape& shape);
 
+// The same from f32 rows to bf16 rows (both contiguous along the last dim), rounded as
+// to(x, DType::bf16): a head split that writes a product's bf16 operand in the one pass.
+void copy_window_to_bf16(const Tensor& src, const Window& from, const Tensor& dst, const Window& to,
+                         const Shape& shape);
+
 // x with its dims reordered (out dim i is x's dim perm[i]), as a new contiguous tensor.
 Tensor permute_kernel(const Tensor& x, const std::vector<int64_t>& perm);
 

@@ -37,12 +37,12 @@ void check_operand(const char* what, const Tensor& t) {
            dtype_name(t.dtype()), shape_str(t.shape()));
 }
 
-void check_masks(const AttentionPlan& p, const Tensor& q, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+void check_masks(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask) {
   const Shape scores{p.B, p.H, p.T, p.S};
   if (attn_mask.defined()) {
-    AG_CHECK(attn_mask.dtype() == DType::b8 || attn_mask.dtype() == q.dtype(),
+    AG_CHECK(attn_mask.dtype() == DType::b8 || attn_mask.dtype() == dtype,
              "scaled_dot_product_attention: attn_mask must be b8 (true = takes part) or additive {} like q, got {}",
-             dtype_name(q.dtype()), dtype_name(attn_mask.dtype()));
+             dtype_name(dtype), dtype_name(attn_mask.dtype()));
     AG_CHECK(broadcasts_to(attn_mask.shape(), scores),
              "scaled_dot_product_attention: attn_mask of shape {} does not broadcast to the scores' shape {}",
              shape_str(attn_mask.shape()), shape_str(scores));
@@ -76,6 +76,27 @@ bool streams(const AttentionOptions& o, const AttentionPlan& p) {
   return attention_streams(p.T, p.S, o);
 }
 
+// The plan of an attention over q (B, H, T, d), k (B, H, S, d) and v (B, H, S, dv) of one dtype.
+AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType dtype, const AttentionOptions& o) {
+  AG_CHECK(k[0] == q[0] && v[0] == q[0] && k[1] == q[1] && v[1] == q[1] && k[3] == q[3] && v[2] == k[2],
+           "scaled_dot_product_attention: expected q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv), got q {}, k {}, "
+           "v {}",
+           shape_str(q), shape_str(k), shape_str(v));
+  AG_CHECK(o.dropout_p >= 0 && o.dropout_p <= 1, "scaled_dot_product_attention: expected dropout_p in [0, 1], got {}",
+           o.dropout_p);
+  AttentionPlan p;
+  p.B = q[0], p.H = q[1], p.T = q[2], p.S = k[2], p.d = q[3];
+  p.scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(p.d, 1)));
+  p.causal = o.is_causal;
+  p.zero_masked_rows = o.masked_rows == MaskedRows::zero;
+  check_masks(p, dtype, o.attn_mask, o.key_padding_mask);
+  if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
+  p.dv = v[3];
+  p.streaming = streams(o, p);
+  p.bf16 = autocast_enabled() && dtype == DType::f32;
+  return p;
+}
+
 AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   check_operand("q", q);
   check_operand("k", k);
@@ -83,24 +104,7 @@ AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   AG_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(),
            "scaled_dot_product_attention: dtypes differ: q {}, k {}, v {}", dtype_name(q.dtype()),
            dtype_name(k.dtype()), dtype_name(v.dtype()));
-  AG_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
-               k.size(3) == q.size(3) && v.size(2) == k.size(2),
-           "scaled_dot_product_attention: expected q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv), got q {}, k {}, "
-           "v {}",
-           shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  AG_CHECK(o.dropout_p >= 0 && o.dropout_p <= 1, "scaled_dot_product_attention: expected dropout_p in [0, 1], got {}",
-           o.dropout_p);
-  AttentionPlan p;
-  p.B = q.size(0), p.H = q.size(1), p.T = q.size(2), p.S = k.size(2), p.d = q.size(3);
-  p.scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(p.d, 1)));
-  p.causal = o.is_causal;
-  p.zero_masked_rows = o.masked_rows == MaskedRows::zero;
-  check_masks(p, q, o.attn_mask, o.key_padding_mask);
-  if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
-  p.dv = v.size(3);
-  p.streaming = streams(o, p);
-  p.bf16 = autocast_products(q, k) && v.dtype() == DType::f32;
-  return p;
+  return plan_shapes(q.shape(), k.shape(), v.shape(), q.dtype(), o);
 }
 
 // Both nodes save {q, k, v, attn_mask, key_padding_mask, …}: the materialising one then
@@ -275,17 +279,24 @@ Window heads_window(const Shape& source, int64_t slot, const PackedLayout& layou
   return {slot * layout.E, {L * C, d, C, 1}};
 }
 
+// The heads' shape (N, H, L, E/H) of a source (N, L, slots·E).
+Shape heads_shape(const Tensor& source, const PackedLayout& layout) {
+  return {source.size(0), layout.heads, source.size(1), layout.E / layout.heads};
+}
+
 // One projection's heads (N, H, L, E/H) from its source (N, L, slots·E): one strided copy that records
-// nothing, or, when a backward is itself recorded (create_graph), recorded ops that can be
-// differentiated again.
-Tensor heads_of(const Tensor& source, int64_t slot, const PackedLayout& layout) {
-  const int64_t N = source.size(0), L = source.size(1), H = layout.heads, d = layout.E / H;
+// nothing, in `dtype` (the source's, or bf16 for autocast's products: rounded in the same pass), or,
+// when a backward is itself recorded (create_graph), recorded ops that can be differentiated again.
+Tensor heads_of(const Tensor& source, int64_t slot, const PackedLayout& layout, DType dtype) {
+  const Shape shape = heads_shape(source, layout);
   if (grad_enabled()) {
-    const Tensor projection = narrow(source, 2, slot * layout.E, layout.E);  // (N, L, E)
-    return transpose(reshape(projection, {N, L, H, d}), 1, 2);               // (N, H, L, d)
+    const Tensor projection = narrow(source, 2, slot * layout.E, layout.E);                 // (N, L, E)
+    return transpose(reshape(projection, {shape[0], shape[2], shape[1], shape[3]}), 1, 2);  // (N, H, L, d)
   }
-  Tensor out = empty({N, H, L, d}, source.dtype());
-  copy_window(source, heads_window(source.shape(), slot, layout), out, whole(out), out.shape());
+  Tensor out = empty(shape, dtype);
+  const Window from = heads_window(source.shape(), slot, layout);
+  if (dtype == source.dtype()) copy_window(source, from, out, whole(out), shape);
+  if (dtype != source.dtype()) copy_window_to_bf16(source, from, out, whole(out), shape);
   return out;
 }
 
@@ -315,7 +326,7 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
   for (size_t i = 0; i < needs.size(); ++i) {
     const PackedPlace& at = layout.places[i];
     needs[i] = c.needs_grad[at.source];
-    if (grad_enabled()) saved[kQ + i] = heads_of(sources[at.source], at.slot, layout);
+    if (grad_enabled()) saved[kQ + i] = heads_of(sources[at.source], at.slot, layout, sources[at.source].dtype());
   }
   const std::vector<Tensor> head_grads = node_backward(plan, c.grad, saved, needs);  // (N, H, L, d) each
   std::vector<Tensor> grads(sources.size());
@@ -331,13 +342,16 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
 
 Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayout& layout, const AttentionOptions& o,
                            Generator& gen) {
+  const Shape q_shape = heads_shape(sources.front(), layout), kv_shape = heads_shape(sources.back(), layout);
+  const AttentionPlan plan = plan_shapes(q_shape, kv_shape, kv_shape, sources.front().dtype(), o);
+  // Under autocast the materialising kernel's products read bf16 heads: the split writes them.
+  const DType dtype = plan.bf16 && !plan.streaming ? DType::bf16 : sources.front().dtype();
   std::array<Tensor, 3> heads;  // q, k, v: (N, H, T|S, d)
   {
     NoGradGuard no_grad;  // copies: the node below records from the sources
     for (size_t i = 0; i < heads.size(); ++i)
-      heads[i] = heads_of(sources[layout.places[i].source], layout.places[i].slot, layout);
+      heads[i] = heads_of(sources[layout.places[i].source], layout.places[i].slot, layout, dtype);
   }
-  const AttentionPlan plan = plan_attention(heads[0], heads[1], heads[2], o);
   AttentionForward f = attention_forward(heads[0], heads[1], heads[2], o, plan, gen);
   if (needs_recording(sources)) {
     f.saved.insert(f.saved.end(), sources.begin(), sources.end());
@@ -386,6 +400,7 @@ Attention packed_cross_attention(const Tensor& q, const Tensor& kv, int64_t head
                                  Generator& gen) {
   check_packed_source("packed_cross_attention", "q", q, 1, heads);
   check_packed_source("packed_cross_attention", "kv", kv, 2, heads);
+  check_same_dtype("packed_cross_attention", q, kv);
   AG_CHECK(kv.size(0) == q.size(0) && kv.size(2) == 2 * q.size(2),
            "packed_cross_attention: expected q (N, T, E) and kv (N, S, 2E), got q {} and kv {}", shape_str(q.shape()),
            shape_str(kv.shape()));
