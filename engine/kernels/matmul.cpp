@@ -412,4 +412,28 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
   return out;
 }
 
+LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& out, bool bf16, bool bias) {
+  const int64_t rows = g.size(0), n = g.size(1);
+  LinearOutputGradient result{empty({rows, n}, bf16 ? DType::bf16 : DType::f32), bias ? empty({n}) : Tensor()};
+  const float* pg = g.data<float>();
+  const float* po = out.defined() ? out.data<float>() : nullptr;
+  // Parallel over ranges of columns, each walking the rows in order (sum_kernel's order for a column).
+  parallel_for_ranges(n, rows, [&](int64_t begin, int64_t end) {
+    const int64_t width = end - begin;
+    std::vector<double> sums(bias ? width : 0, 0.0);
+    std::vector<float> gz(width);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* g_row = pg + r * n + begin;
+      const float* out_row = po ? po + r * n + begin : nullptr;
+      for (int64_t j = 0; j < width; ++j) gz[j] = out_row && !(out_row[j] > 0) ? 0.0f : g_row[j];
+      for (int64_t j = 0; j < static_cast<int64_t>(sums.size()); ++j) sums[j] += gz[j];
+      if (bf16) round_to_bf16(gz.data(), result.operand.data<BFloat16>() + r * n + begin, width);
+      if (!bf16) std::copy(gz.begin(), gz.end(), result.operand.data<float>() + r * n + begin);
+    }
+    for (int64_t j = 0; j < static_cast<int64_t>(sums.size()); ++j)
+      result.bias.data<float>()[begin + j] = static_cast<float>(sums[j]);
+  });
+  return result;
+}
+
 }  // namespace ag

@@ -107,6 +107,18 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            bias.defined() ? dtype_name(bias.dtype()) : "none");
 }
 
+// A linear's backward, from the output gradient: gz = g where out > 0 (after a ReLU) or g, (rows, out),
+// as the products' operand (bf16 under autocast), and db = Σ_rows gz if the bias wants it. One pass
+// of the kernel (linear_output_gradient) when nothing records; recorded ops otherwise.
+LinearOutputGradient output_gradient(const BackwardContext& c, const Shape& rows_shape, bool relu, bool bf16) {
+  const bool needs_bias = c.needs_grad.size() > 2 && c.needs_grad[2];
+  const Tensor g = reshape(c.grad, rows_shape);  // (rows, out)
+  if (!grad_enabled() && g.dtype() == DType::f32 && (relu || bf16))
+    return linear_output_gradient(g, relu ? reshape(c.saved[2], rows_shape) : Tensor(), bf16, needs_bias);
+  const Tensor gz = relu ? threshold_backward(g, reshape(c.saved[2], rows_shape)) : g;  // (rows, out)
+  return {bf16 ? to(gz, DType::bf16) : gz, needs_bias ? sum(gz, {0}) : Tensor()};
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
@@ -133,16 +145,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
                     "(create_graph); compute higher-order gradients in f32");
            const Tensor& x_rows = c.saved[0];  // (rows, in), bf16 under autocast
            const Tensor& w = c.saved[1];       // (out, in)
-           const Tensor gz = reshape(relu ? threshold_backward(c.grad, c.saved[2]) : c.grad,
-                                     {x_rows.size(0), out_features});  // (rows, out)
-           const Tensor g_operand = bf16 ? to(gz, DType::bf16) : gz;
+           const auto [g_operand, bias_grad] = output_gradient(c, {x_rows.size(0), out_features}, relu, bf16);
            const auto product = [](const Tensor& a, const Tensor& b, bool ta) {
              return grad_enabled() ? matmul(a, b, ta, false) : matmul_forward(a, b, ta, false, 1.0);
            };
            std::vector<Tensor> grads(3);
            if (c.needs_grad[0]) grads[0] = reshape(product(g_operand, w, false), c.inputs[0].shape);  // (..., in)
            if (c.needs_grad[1]) grads[1] = product(g_operand, x_rows, true);                          // (out, in)
-           if (c.needs_grad[2]) grads[2] = sum(gz, {0});                                              // (out)
+           grads[2] = bias_grad;                                                                      // (out)
            return grads;
          });
   return out;

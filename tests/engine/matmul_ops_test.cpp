@@ -281,7 +281,9 @@ TEST(MatmulOps, Errors) {
 
 // linear's forward and its three gradients against its reference, the composition it fuses
 // (matmul, add, relu): the same numbers, bit for bit, on the oneDNN path (rows·in·out ≥ 8192) and
-// on the loops, with and without bias and activation, the input 2-D or 3-D.
+// on the loops, with and without bias and activation, the input 2-D or 3-D; the backward's one pass
+// over the output gradient (linear_output_gradient, after a ReLU or under autocast) against
+// threshold_backward, to(bf16) and sum.
 void expect_linear_equals_composition(const Shape& x_shape, int64_t out_features, bool with_bias, Activation activation,
                                       bool bf16 = false) {
   const AutocastGuard autocast(bf16);
