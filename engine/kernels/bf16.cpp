@@ -50,6 +50,24 @@ bool cpu_has_avx512_bf16() {
   return has;
 }
 
+Tensor rounded_product(const Tensor& a, const Tensor& b) {
+  AG_CHECK(a.dtype() == DType::f32 && b.dtype() == DType::f32 && a.shape() == b.shape(),
+           "rounded_product: expected two f32 tensors of one shape, got {} {} and {} {}", dtype_name(a.dtype()),
+           shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()));
+  Tensor out = empty(a.shape(), DType::bf16);
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  auto* bits = reinterpret_cast<uint16_t*>(out.data<BFloat16>());
+  const int64_t n = a.numel();
+  parallel_for((n + kChunk - 1) / kChunk, kChunk, [&](int64_t c) {
+    const int64_t first = c * kChunk, count = std::min(kChunk, n - first);
+    float product[kChunk];
+    for (int64_t i = 0; i < count; ++i) product[i] = pa[first + i] * pb[first + i];
+    to_bf16_range(product, bits + first, count);
+  });
+  return out;
+}
+
 Tensor converted(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = empty(x.shape(), dtype);

@@ -14,6 +14,10 @@ void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n);
 void round_to_bf16(const float* in, BFloat16* out, int64_t n);
 void convert_bf16_to_f32(const BFloat16* in, float* out, int64_t n);
 
+// a ⊙ b (f32, one shape) rounded to bf16 in one pass: to(mul(a, b), DType::bf16)'s bits, for a
+// product's operand that is itself a product (attention's dropped weights).
+Tensor rounded_product(const Tensor& a, const Tensor& b);
+
 // x's values in another dtype (a new tensor, or x when it has that dtype already), recording
 // nothing: the one conversion, used by the kernels for a product's operands and by ops' `to`,
 // which records it.

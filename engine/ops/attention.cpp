@@ -156,6 +156,13 @@ Tensor backward_weights(const std::vector<Tensor>& saved, const AttentionPlan& p
   return masked_fill(weights, empty_rows, p.zero_masked_rows ? 0.0 : NAN);
 }
 
+// The weights after dropout, W ⊙ keep (or W without it): as the product's bf16 operand, rounded in
+// the multiplying pass, when nothing records under autocast.
+Tensor after_dropout(const AttentionPlan& p, const Tensor& w, const Tensor& keep) {
+  if (!keep.defined()) return w;
+  return p.bf16 && !grad_enabled() ? rounded_product(w, keep) : mul(w, keep);
+}
+
 // Note [one attention backward]
 // The attention's derivative, written once for both kernels and both orders: the materialising
 // node reads the weights it saved, the streaming node recomputes them where its own kernel cannot
@@ -169,7 +176,7 @@ std::vector<Tensor> attention_backward(const Tensor& grad, const std::vector<Ten
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
   const Tensor g = backward_operand(p, grad);                              // (B, H, T, dv), bf16 under autocast
   const Tensor w = backward_weights(saved, p, saved_weights, empty_rows);  // (B, H, T, S)
-  const Tensor wd = keep.defined() ? mul(w, keep) : w;                     // (B, H, T, S)
+  const Tensor wd = after_dropout(p, w, keep);                             // (B, H, T, S)
   Tensor dw = backward_product(p, g, saved[kV], false, true, 1.0);         // dWd = g @ vᵀ, (B, H, T, S)
   if (keep.defined()) dw = mul(dw, keep);                                  // Wd = W ⊙ keep
   Tensor ds = softmax_backward(w, dw, -1);                                 // W = softmax(S): (B, H, T, S)
@@ -230,8 +237,8 @@ AttentionForward materialising_forward(const Tensor& q, const Tensor& k, const T
   Tensor dropped = weights;
   if (o.dropout_p > 0) {
     keep = attention_dropout_mask(weights.shape(), weights.dtype(), o.dropout_p, gen);
-    NoGradGuard no_grad;
-    dropped = mul(weights, keep);  // (B, H, T, S)
+    NoGradGuard no_grad;  // returned in f32; otherwise only the product reads it
+    dropped = o.need_weights ? mul(weights, keep) : after_dropout(plan, weights, keep);  // (B, H, T, S)
   }
   Tensor out = attention_product(plan, dropped, v_op, false, false, 1.0);  // (B, H, T, dv)
   return {out,

@@ -400,6 +400,22 @@ TEST(PackedAttention, SecondOrderEqualsTheSplitComposition) {
   }
 }
 
+// Under autocast with dropout, the materialising kernel rounds the dropped weights for its product
+// in the multiplying pass unless they are returned (need_weights): the same bits either way.
+TEST(PackedAttention, DroppedWeightsRoundedInOnePassUnderAutocast) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast here";
+  std::vector<std::vector<double>> outputs;
+  for (const bool need_weights : {true, false}) {
+    Generator gen(9);
+    const Tensor qkv = randn({2, 16, 3 * 32}, DType::f32, gen);
+    const AutocastGuard autocast;
+    Generator dropout_gen(3);
+    const AttentionOptions o{.dropout_p = 0.2, .need_weights = need_weights, .kernel = AttentionKernel::materialising};
+    outputs.push_back(packed_self_attention(qkv, kHeads, o, dropout_gen).output.to_vector());
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+}
+
 TEST(PackedAttention, ErrorsNameTheProblem) {
   expect_error(
       [] {

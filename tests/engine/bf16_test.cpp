@@ -62,6 +62,20 @@ TEST(Bf16Conversion, WideningIsExactAndRoundTripsEveryPattern) {
   }
 }
 
+// rounded_product (attention's dropped weights as a bf16 operand) against its composition, over
+// sizes that end mid-chunk, with zeros, infinities and NaN among the factors.
+TEST(Bf16Conversion, RoundedProductIsTheRoundedMul) {
+  Generator gen(12);
+  for (const int64_t n : {1, 4095, 4096, 10001}) {
+    Tensor a = randn({n}, DType::f32, gen), b = randn({n}, DType::f32, gen);
+    a.set({0}, INFINITY);
+    b.set({n - 1}, NAN);
+    if (n > 2) b.set({1}, 0.0);
+    EXPECT_EQ(bits_of(rounded_product(a, b)), bits_of(to(mul(a, b), DType::bf16))) << n << " elements";
+  }
+  expect_error([] { rounded_product(zeros({3}), zeros({4})); }, {"rounded_product", "(3)", "(4)"});
+}
+
 // x with every element rounded to bf16 and widened again, in f64.
 Tensor rounded_f64(const Tensor& x) { return to(to(to(x.detach(), DType::bf16), DType::f32), DType::f64); }
 
