@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
 #include "engine/kernels/exp.h"
@@ -182,6 +183,32 @@ Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim) {
       for (int64_t k = 0; k < size; ++k) dot += pg[base + k * inner] * py[base + k * inner];
       for (int64_t k = 0; k < size; ++k) pd[base + k * inner] = py[base + k * inner] * (pg[base + k * inner] - dot);
     });
+  });
+  return dx;
+}
+
+Tensor softmax_backward_to_bf16(const Tensor& y, const Tensor& g, const Tensor& keep) {
+  AG_CHECK(y.dtype() == DType::f32 && g.dtype() == DType::f32 && g.shape() == y.shape() &&
+               (!keep.defined() || (keep.dtype() == DType::f32 && keep.shape() == y.shape())) && y.dim() > 0,
+           "softmax_backward_to_bf16: expected f32 y, g (and keep) of one shape, got y {} {} and g {} {}",
+           dtype_name(y.dtype()), shape_str(y.shape()), dtype_name(g.dtype()), shape_str(g.shape()));
+  const int64_t size = y.size(-1), rows = size == 0 ? 0 : y.numel() / size;
+  Tensor dx = empty(y.shape(), DType::bf16);
+  const float* py = y.data<float>();
+  const float* pg = g.data<float>();
+  const float* pk = keep.defined() ? keep.data<float>() : nullptr;
+  BFloat16* pd = dx.data<BFloat16>();
+  parallel_for_ranges(rows, 3 * size, [&](int64_t begin, int64_t end) {
+    std::vector<float> kept(pk ? size : 0), dx_row(size);
+    for (int64_t row = begin; row < end; ++row) {
+      const float* g_row = pg + row * size;
+      if (pk) {
+        for (int64_t k = 0; k < size; ++k) kept[k] = g_row[k] * pk[row * size + k];
+        g_row = kept.data();
+      }
+      softmax_backward_row(py + row * size, g_row, dx_row.data(), size);
+      round_to_bf16(dx_row.data(), pd + row * size, size);
+    }
   });
   return dx;
 }

@@ -14,4 +14,9 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
 // The softmax backward in one pass: dx = y ⊙ (g − Σ_dim g ⊙ y), y the softmax output.
 Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim);
 
+// The same over the last dim of f32 y and g, with g first multiplied by `keep` (if defined: attention's
+// dropout) and the result rounded to bf16 (as to(dx, DType::bf16)), in one pass per row: the
+// attention scores' gradient as the bf16 operand of its products.
+Tensor softmax_backward_to_bf16(const Tensor& y, const Tensor& g, const Tensor& keep);
+
 }  // namespace ag

@@ -19,6 +19,7 @@
 #include "engine/kernels/check.h"
 #include "engine/kernels/copy.h"
 #include "engine/kernels/dropout.h"
+#include "engine/kernels/softmax.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/matmul.h"
@@ -163,6 +164,19 @@ Tensor after_dropout(const AttentionPlan& p, const Tensor& w, const Tensor& keep
   return p.bf16 && !grad_enabled() ? rounded_product(w, keep) : mul(w, keep);
 }
 
+// dS, the scores' gradient, from dWd = g @ vᵀ: dW = dWd ⊙ keep (Wd = W ⊙ keep), dS = softmax's backward
+// (W = softmax(S)), zero on rows without keys (S = masked scores), as the products' operand (bf16
+// under autocast). When nothing records under autocast and every row has keys, one kernel pass per
+// row (softmax_backward_to_bf16).
+Tensor score_gradient(const AttentionPlan& p, const Tensor& w, const Tensor& dwd, const Tensor& keep,
+                      const Tensor& empty_rows) {
+  if (p.bf16 && !grad_enabled() && !empty_rows.defined()) return softmax_backward_to_bf16(w, dwd, keep);
+  const Tensor dw = keep.defined() ? mul(dwd, keep) : dwd;  // (B, H, T, S)
+  Tensor ds = softmax_backward(w, dw, -1);                  // (B, H, T, S)
+  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);
+  return backward_operand(p, ds);  // converted once for both products
+}
+
 // Note [one attention backward]
 // The attention's derivative, written once for both kernels and both orders: the materialising
 // node reads the weights it saved, the streaming node recomputes them where its own kernel cannot
@@ -177,11 +191,8 @@ std::vector<Tensor> attention_backward(const Tensor& grad, const std::vector<Ten
   const Tensor g = backward_operand(p, grad);                              // (B, H, T, dv), bf16 under autocast
   const Tensor w = backward_weights(saved, p, saved_weights, empty_rows);  // (B, H, T, S)
   const Tensor wd = after_dropout(p, w, keep);                             // (B, H, T, S)
-  Tensor dw = backward_product(p, g, saved[kV], false, true, 1.0);         // dWd = g @ vᵀ, (B, H, T, S)
-  if (keep.defined()) dw = mul(dw, keep);                                  // Wd = W ⊙ keep
-  Tensor ds = softmax_backward(w, dw, -1);                                 // W = softmax(S): (B, H, T, S)
-  if (empty_rows.defined()) ds = masked_fill(ds, empty_rows, 0.0);         // S = masked scores: no gradient
-  ds = backward_operand(p, ds);                                            // converted once for both products
+  const Tensor dwd = backward_product(p, g, saved[kV], false, true, 1.0);  // dWd = g @ vᵀ, (B, H, T, S)
+  const Tensor ds = score_gradient(p, w, dwd, keep, empty_rows);           // dS (B, H, T, S), bf16 under autocast
   std::vector<Tensor> grads(3);
   if (needs[0]) grads[0] = backward_product(p, ds, saved[kK], false, false, p.scale);  // (B, H, T, d)
   if (needs[1]) grads[1] = backward_product(p, ds, saved[kQ], true, false, p.scale);   // (B, H, S, d)

@@ -13,6 +13,7 @@
 #include "engine/autograd.h"
 #include "engine/graph.h"
 #include "engine/inspect.h"
+#include "engine/kernels/softmax.h"
 #include "engine/ops.h"
 #include "nn/gpt.h"
 #include "tests/golden_util.h"
@@ -74,6 +75,22 @@ TEST(Bf16Conversion, RoundedProductIsTheRoundedMul) {
     EXPECT_EQ(bits_of(rounded_product(a, b)), bits_of(to(mul(a, b), DType::bf16))) << n << " elements";
   }
   expect_error([] { rounded_product(zeros({3}), zeros({4})); }, {"rounded_product", "(3)", "(4)"});
+}
+
+// softmax_backward_to_bf16 (attention's dS as a bf16 operand) against its composition, on short and
+// long rows (the two row kernels), with and without the dropout mask.
+TEST(Bf16Conversion, SoftmaxBackwardToBf16IsTheRoundedComposition) {
+  Generator gen(13);
+  for (const int64_t size : {1, 7, 64, 130}) {
+    const Tensor y = softmax(randn({3, 5, size}, DType::f32, gen), -1);
+    const Tensor g = randn({3, 5, size}, DType::f32, gen);
+    const Tensor keep = mul(to(gt(rand({3, 5, size}, DType::f32, gen), 0.25), DType::f32), 1 / 0.75);
+    EXPECT_EQ(bits_of(softmax_backward_to_bf16(y, g, {})), bits_of(to(softmax_backward(y, g, -1), DType::bf16)))
+        << size;
+    EXPECT_EQ(bits_of(softmax_backward_to_bf16(y, g, keep)),
+              bits_of(to(softmax_backward(y, mul(g, keep), -1), DType::bf16)))
+        << size << " with keep";
+  }
 }
 
 // x with every element rounded to bf16 and widened again, in f64.
