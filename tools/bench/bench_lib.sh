@@ -1,18 +1,26 @@
 # Shared by the side-by-side scripts (source it): the attograd program they time, the machine line
-# printed beside every figure, the median of numbers on stdin, peak RSS from `/usr/bin/time -v`,
-# and the OpenBLAS check the PyTorch peer needs (without it Debian's torch runs the reference
-# BLAS, ~50x slower).
+# printed beside every figure, the median of numbers on stdin or of a column of the runs' rows, peak
+# RSS from `/usr/bin/time -v`, the OpenBLAS check the PyTorch peer needs (without it Debian's torch
+# runs the reference BLAS, ~50x slower), the flags and the command that run a peer in a precision.
 
 attograd_program() {  # $1: the repository root, $2: the calling script's name
   [ -x "$1/build/tools/attograd" ] || { echo "$2: $1/build/tools/attograd is missing: run tools/setup.sh" >&2; exit 2; }
   echo "$1/build/tools/attograd"
 }
 
+# The CPU's model, its count, which of AVX-512 and the bf16 instructions (AVX512_BF16, AMX) it has,
+# and the load average.
 machine_line() {
-  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, $(grep -o -m1 'avx512f' /proc/cpuinfo || echo AVX2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  local isa
+  isa=$(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'avx512f\|avx512_bf16\|amx_bf16' | paste -sd' ')
+  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, ${isa:-AVX2}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+
+# `column_median ROWS THREADS COLUMN`: the median of COLUMN over the lines of the file ROWS whose
+# first field is THREADS (one line per run: threads, then that run's figures).
+column_median() { awk -v t="$2" -v c="$3" '$1 == t {print $c}' "$1" | median; }
 
 peak_mb() { sed -n 's/.*Maximum resident set size (kbytes): //p' "$1" | awk '{printf "%.0f", $1/1024}'; }
 
@@ -21,6 +29,13 @@ require_openblas() {  # $1: the calling script's name
     echo "$1: the PyTorch peer needs OpenBLAS: apt-get install libopenblas0-openmp" >&2
     exit 2
   }
+}
+
+# `autocast_training_line THREADS OURS PEER`: the medians line of our bf16 training tokens/s against
+# the peer's under its CPU autocast.
+autocast_training_line() {
+  awk -v t="$1" -v a="$2" -v e="$3" \
+    'BEGIN {printf "threads %s medians: training (ours bf16) %.0f vs PyTorch bf16 autocast %.0f tok/s = %.2fx\n", t, a, e, a / e}'
 }
 
 # `read_run_flags NAME "$@"`: --runs N, --iters N and --precision f32|bf16 into runs, iters and
@@ -36,7 +51,20 @@ read_run_flags() {
       *) echo "usage: $name [--runs N] [--iters N] [--precision f32|bf16]" >&2; exit 2 ;;
     esac
   done
-  case "$precision" in f32 | bf16) ;; *) echo "$name: --precision must be f32 or bf16, got '$precision'" >&2; exit 2 ;; esac
+  check_precision "$name"
+}
+
+check_precision() {  # $1: the calling script's name; refuses a $precision other than f32 and bf16
+  case "$precision" in f32 | bf16) ;; *) echo "$1: --precision must be f32 or bf16, got '$precision'" >&2; exit 2 ;; esac
+}
+
+# `set_peer_python f32|bf16 [--train-only]`: sets the array peer_python to the command that runs a
+# PyTorch peer script (its path and arguments follow): /usr/bin/python3, and in bf16 the script
+# under tools/bench/peer_autocast.py (with --train-only, its training steps only); $root must be
+# the repository root.
+set_peer_python() {
+  peer_python=(/usr/bin/python3)
+  if [ "$1" = bf16 ]; then peer_python+=("$root/tools/bench/peer_autocast.py" "${@:2}"); fi
 }
 
 # The charlm scripts' shared start: `charlm_setup NAME "$@"` reads --runs N (3), --iters N (300) and

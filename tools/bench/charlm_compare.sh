@@ -18,9 +18,8 @@ trap 'rm -rf "$work"' EXIT
 machine_line
 
 peer_train() {  # $1: f32 or bf16, $2: threads; prints the peer's training tokens/s
-  local run_peer=(/usr/bin/python3 "$peer")
-  if [ "$1" = bf16 ]; then run_peer=(/usr/bin/python3 "$root/tools/bench/peer_autocast.py" "$peer"); fi
-  /usr/bin/time -v "${run_peer[@]}" --data "$data" --threads "$2" --iters "$iters" \
+  set_peer_python "$1"
+  /usr/bin/time -v "${peer_python[@]}" "$peer" --data "$data" --threads "$2" --iters "$iters" \
     --eval-interval 100000 --sample 300 >"$work/peer.out" 2>"$work/peer.time"
   sed -n 's/^RESULT,charlm_train_tokens_per_s,\([0-9.]*\),.*/\1/p' "$work/peer.out"
 }
@@ -41,12 +40,9 @@ for threads in 1 2; do
       "peak RSS ours $(peak_mb "$work/ours.time") MB | sample chars/s ours $ours_sample peer $theirs_sample"
     echo "$threads $ours $theirs $ours_sample $theirs_sample $theirs_bf16" >>"$work/rows"
   done
-  column_median() { awk -v t="$threads" -v c="$1" '$1 == t {print $c}' "$work/rows" | median; }
-  awk -v t="$threads" -v p="$precision" -v a="$(column_median 2)" -v b="$(column_median 3)" -v c="$(column_median 4)" \
-    -v d="$(column_median 5)" \
+  median_of() { column_median "$work/rows" "$threads" "$1"; }
+  awk -v t="$threads" -v p="$precision" -v a="$(median_of 2)" -v b="$(median_of 3)" -v c="$(median_of 4)" \
+    -v d="$(median_of 5)" \
     'BEGIN {printf "threads %s medians: training (ours %s) %.0f vs %.0f tok/s = %.2fx; sampling %.0f vs %.0f chars/s = %.1fx\n", t, p, a, b, a / b, c, d, c / d}'
-  if [ "$precision" = bf16 ]; then
-    awk -v t="$threads" -v a="$(column_median 2)" -v e="$(column_median 6)" \
-      'BEGIN {printf "threads %s medians: training (ours bf16) %.0f vs PyTorch bf16 autocast %.0f tok/s = %.2fx\n", t, a, e, a / e}'
-  fi
+  if [ "$precision" = bf16 ]; then autocast_training_line "$threads" "$(median_of 2)" "$(median_of 6)"; fi
 done

@@ -19,9 +19,8 @@ trap 'rm -rf "$work"' EXIT
 
 machine_line
 peer_step() {  # $1: f32 or bf16, $2: threads; prints the peer's median step in ms
-  local run_peer=(/usr/bin/python3 "$peer")
-  if [ "$1" = bf16 ]; then run_peer=(/usr/bin/python3 "$root/tools/bench/peer_autocast.py" "$peer"); fi
-  "${run_peer[@]}" --threads "$2" --iters "$iters" | sed -n "s/^RESULT,transformer_step_t$2,\([0-9.]*\),.*/\1/p"
+  set_peer_python "$1"
+  "${peer_python[@]}" "$peer" --threads "$2" --iters "$iters" | sed -n "s/^RESULT,transformer_step_t$2,\([0-9.]*\),.*/\1/p"
 }
 
 for threads in 1 2; do
@@ -34,11 +33,11 @@ for threads in 1 2; do
     echo "threads $threads run $run: step ms ours ($precision) $ours, PyTorch f32 $theirs, PyTorch bf16 $theirs_bf16"
     echo "$threads $ours $theirs $theirs_bf16" >>"$work/rows"
   done
-  column_median() { awk -v t="$threads" -v c="$1" '$1 == t {print $c}' "$work/rows" | median; }
-  awk -v t="$threads" -v p="$precision" -v a="$(column_median 2)" -v b="$(column_median 3)" \
+  median_of() { column_median "$work/rows" "$threads" "$1"; }
+  awk -v t="$threads" -v p="$precision" -v a="$(median_of 2)" -v b="$(median_of 3)" \
     'BEGIN {printf "threads %s medians: step ours (%s) %.2f ms vs PyTorch f32 %.2f ms = %.2fx\n", t, p, a, b, b / a}'
   if [ "$precision" = bf16 ]; then
-    awk -v t="$threads" -v a="$(column_median 2)" -v c="$(column_median 4)" \
+    awk -v t="$threads" -v a="$(median_of 2)" -v c="$(median_of 4)" \
       'BEGIN {printf "threads %s medians: step ours (bf16) %.2f ms vs PyTorch bf16 autocast %.2f ms = %.2fx\n", t, a, c, c / a}'
   fi
 done
