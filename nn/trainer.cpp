@@ -74,7 +74,8 @@ class ProgressBar {
         steps_(steps),
         tokens_per_step_(tokens_per_step),
         start_(std::chrono::steady_clock::now()) {}
-  ~ProgressBar() {
+  ~ProgressBar() { clear(); }
+  void clear() const {
     if (enabled_) std::fputs("\r\033[K", stderr);
   }
   // `step` of this bar's steps are done, `first` of them before it started (a resumed epoch).
@@ -264,6 +265,36 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
                              signal);
 }
 
+template <typename Work>
+void Trainer::profiled(const std::string& section, Work&& work) {
+  if (profiler_)
+    profiler_->section(section, work);
+  else
+    work();
+}
+
+// Whether the steps --profile asked for are done (the table not yet reported).
+bool Trainer::profile_window_full() const {
+  return profiler_ && static_cast<int64_t>(step_seconds_.size()) == kProfileWarmupSteps + options_.profile_steps;
+}
+
+// Hands the profile's table to options_.profile_ready and closes the window; when the run ends
+// before the window is full, with the steps it had (none: a line saying so).
+void Trainer::report_profile() {
+  const int64_t profiled_steps = static_cast<int64_t>(step_seconds_.size()) - kProfileWarmupSteps;
+  std::string text = fmt::format("--profile: nothing profiled: the run ended within the warm-up (its first {} steps)\n",
+                                 kProfileWarmupSteps);
+  if (profiler_) {
+    const std::string cut = profiled_steps < options_.profile_steps
+                                ? fmt::format(": the run ended before the {} asked", options_.profile_steps)
+                                : "";
+    text = fmt::format("where a step's time goes, by op ({} steps after the first {} of this run{}):\n{}",
+                       profiled_steps, kProfileWarmupSteps, cut, profiler_->table(profiled_steps));
+  }
+  profiler_.reset();
+  if (options_.profile_ready) options_.profile_ready(text);
+}
+
 // One optimizer step on the global batch: this rank's shard of it forward and backward (each
 // micro-batch's mean loss weighted by its share of the batch's loss terms, TrainTask::loss_terms,
 // known before any backward since every rank holds the whole batch's indices; so the gradients
@@ -276,7 +307,9 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
                                                              : (epoch - 1) * steps_in_epoch(1) + step;
     optimizer_.set_lr(options_.lr_schedule(global_step));
   }
-  optimizer_.zero_grad();
+  if (options_.profile_steps > 0 && static_cast<int64_t>(step_seconds_.size()) == kProfileWarmupSteps)
+    profiler_.emplace();
+  profiled("(optimizer: zero_grad)", [&] { optimizer_.zero_grad(); });
   const int64_t global_rows = static_cast<int64_t>(batch.size());
   const int64_t shard_first = shard_.begin(global_rows), shard_rows = shard_.end(global_rows) - shard_first;
   const int64_t parts = options_.micro_batches;
@@ -296,11 +329,12 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
     if (reducer_ && part == parts - 1) reducer_->arm();  // this backward finishes the gradients
     loss.backward(whole ? Tensor() : full(loss.shape(), share, loss.dtype()));
   }
-  if (reducer_) reducer_->finish(step_numbers, position(epoch, step + 1));
+  if (reducer_) profiled("(gradients: all-reduce)", [&] { reducer_->finish(step_numbers, position(epoch, step + 1)); });
   const double value = step_numbers[0];
   if (!std::isfinite(value)) throw diverged(fmt::format("the loss is {} at {}", value, position(epoch, step + 1)));
-  if (options_.clip_grad_norm > 0) clip_grad_norm(optimizer_.params(), options_.clip_grad_norm);
-  optimizer_.step();
+  if (options_.clip_grad_norm > 0)
+    profiled("(clip_grad_norm)", [&] { clip_grad_norm(optimizer_.params(), options_.clip_grad_norm); });
+  profiled(fmt::format("(optimizer: {} step)", optimizer_.type_name()), [&] { optimizer_.step(); });
   loss_sum_ += value * static_cast<double>(global_rows);
   step_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return step_numbers[1] > 0;
@@ -330,6 +364,10 @@ double Trainer::train_epoch(int64_t epoch) {
   for (int64_t step = resume_step_; step < steps; ++step) {
     const bool stop = train_step(batches[step], epoch, step);
     examples += static_cast<int64_t>(batches[step].size());
+    if (profile_window_full()) {
+      bar.clear();  // the table goes to stderr too
+      report_profile();
+    }
     bar.update(step + 1, resume_step_, loss_sum_ / static_cast<double>(examples));
     if (stop) throw interrupted(epoch, step + 1);
   }
@@ -455,6 +493,9 @@ std::vector<EpochRecord> Trainer::run_epochs() {
     check_state_finite(epoch, steps_in_epoch(epoch));
     if (options_.files) save_epoch(record, best);
   }
+  if (options_.profile_steps > 0 &&
+      static_cast<int64_t>(step_seconds_.size()) < kProfileWarmupSteps + options_.profile_steps)
+    report_profile();  // the run ended within the warm-up or the window
   return history_;
 }
 

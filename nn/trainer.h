@@ -8,10 +8,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/profile.h"
 #include "nn/checkpoint.h"
 #include "nn/distributed.h"
 #include "nn/module.h"
@@ -107,7 +109,17 @@ struct TrainerOptions {
   bool progress = true;       // the bar on stderr, only when stderr is a terminal
   std::string config;         // JSON text stored in checkpoints
   std::map<std::string, std::string> checkpoint_metadata;  // e.g. the vocabulary
+  // > 0: after this process's first kProfileWarmupSteps steps, the next profile_steps are profiled
+  // by op (engine/profile.h), and profile_ready gets the table (with a line saying which steps) when
+  // the last of them ends, or when the run ends first, with the steps it had. Nothing else changes:
+  // the numbers and files are the same bytes as without.
+  int64_t profile_steps = 0;
+  std::function<void(const std::string& table)> profile_ready{};
 };
+
+// The steps --profile leaves out first: the first steps pay for first-touch page faults and
+// oneDNN's primitive creation, which later steps do not.
+inline constexpr int64_t kProfileWarmupSteps = 2;
 
 struct EpochRecord {
   int64_t epoch = 0;      // from 1
@@ -152,6 +164,10 @@ class Trainer {
   std::vector<std::vector<int64_t>> draw_batches(int64_t epoch);
   double train_epoch(int64_t epoch);
   bool train_step(const std::vector<int64_t>& batch, int64_t epoch, int64_t step);  // adds to loss_sum_
+  template <typename Work>
+  void profiled(const std::string& section, Work&& work);  // a Profiler section while the window is open
+  bool profile_window_full() const;
+  void report_profile();
   double loss_terms(const std::vector<int64_t>& batch, int64_t first, int64_t rows) const;
   std::map<std::string, double> evaluate(int64_t epoch);
   void check_ranks_agree(const std::string& when) const;
@@ -178,7 +194,8 @@ class Trainer {
   double loss_sum_ = 0;  // of the current epoch's steps so far
   std::string saved_;    // the position this run's last.safetensors holds ("" before it writes one)
   std::vector<double> step_seconds_;
-  dist::Shard shard_;                               // this process's part of each batch
+  std::optional<Profiler> profiler_;  // while this process's steps are profiled (TrainerOptions::profile_steps)
+  dist::Shard shard_;                 // this process's part of each batch
   std::unique_ptr<dist::GradientReducer> reducer_;  // with more than one rank
 };
 

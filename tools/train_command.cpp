@@ -314,6 +314,13 @@ CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, 
   app->add_flag("--detect-anomaly", options.detect_anomaly,
                 "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
                 "its module scope and whether it was forward or backward");
+  app->add_option("--profile", options.profile_steps,
+                  fmt::format("After the first {} steps (warm-up), profile N steps by op and print where their time "
+                              "goes on stderr, as `bench transformer --profile` does (self time share, calls, ms, "
+                              "GFLOP/s, GB/s, MB allocated per step), and in OUT/profile.txt; training goes on, its "
+                              "numbers unchanged",
+                              nn::kProfileWarmupSteps))
+      ->check(kCount);
   return lr;
 }
 

@@ -67,7 +67,7 @@ std::string resume_table() {
                        "the setting, its flag and both values (a new run goes into another --out)");
   table +=
       "Not settings, for this process only: --out (defaults to the resumed folder; another one is claimed like a new "
-      "run's), --quiet, --trace-backward, --detect-anomaly, --max-memory, --report-memory.";
+      "run's), --quiet, --trace-backward, --detect-anomaly, --profile, --max-memory, --report-memory.";
   return table;
 }
 

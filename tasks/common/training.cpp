@@ -53,6 +53,12 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
                                      .config = config,
                                      .checkpoint_metadata = checkpoint_metadata};
   if (settings) settings(trainer_options);
+  std::string profile;  // the table, for OUT/profile.txt
+  trainer_options.profile_steps = options.profile_steps;
+  trainer_options.profile_ready = [&profile](const std::string& table) {
+    profile = table;
+    if (nn::dist::is_root()) fmt::print(stderr, "{}", table);
+  };
   if (trainer_options.steps_per_epoch == 0 && options.batch_size > task.train_size() && nn::dist::is_root())
     fmt::print("note: --batch-size {} is more than the {} training examples: each step takes all {}\n",
                options.batch_size, task.train_size(), task.train_size());
@@ -77,6 +83,7 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   if (!nn::dist::is_root()) return std::nullopt;  // data parallelism: the other ranks are done; rank 0 reports
   fmt::print("trained in {:.3f} s (wall, the epochs' checkpoints included)\n", took.count());
+  if (!profile.empty() && !options.out.empty()) run->write("profile.txt", profile);
   return TrainedRun{std::move(history), trainer.step_seconds(), run};
 }
 

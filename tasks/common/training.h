@@ -30,6 +30,7 @@ struct TrainingOptions {
   bool quiet = false;
   bool trace_backward = false;    // trace the first step's backward on stderr (engine/inspect.h)
   bool detect_anomaly = false;    // the first NaN/Inf, forward or backward, stops the run naming its op and scope
+  int64_t profile_steps = 0;      // > 0: that many steps after the warm-up profiled by op (nn::TrainerOptions)
   int64_t max_memory_mb = 0;      // a bound on the estimated peak (tasks/common/memory.h); 0: the memory available
   std::string precision = "f32";  // "bf16": the products under ag::AutocastGuard (engine/autocast.h)
 };
@@ -61,6 +62,8 @@ struct TrainedRun {
 // with the first checkpoint, so a run that fails before one leaves the folder's config.json
 // describing the checkpoint there. Under mpirun, every rank trains its shard, and rank 0 alone
 // writes; the other ranks get nothing back (nullopt: rank 0 reports) and their command returns.
+// With options.profile_steps, the profile's table goes to stderr when its steps are done, and into
+// OUT/profile.txt when the run ends.
 std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
                                        const TrainingOptions& options, const std::string& config,
                                        const std::map<std::string, std::string>& checkpoint_metadata = {},
