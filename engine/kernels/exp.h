@@ -8,7 +8,7 @@
 
 namespace ag::kernels {
 
-// e^x for x ≤ 0: Cephes' expf (about 1 ulp); x below -87 gives e^-87, not 0.
+// e^x for x ≤ 0: Cephes' expf (about 1 ulp); x below -87 gives e^-87, not 0; NaN gives NaN.
 [[gnu::always_inline]] inline float exp_nonpositive(float x) {
   x = x < -87.0f ? -87.0f : x;
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
@@ -20,7 +20,10 @@ namespace ag::kernels {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
-  return e * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  // 2ⁿ from its exponent bits; a NaN x gives a NaN n, whose conversion to int would be undefined:
+  // the select makes its exponent bits 0 (the float 0), and e (NaN) · 0 keeps the NaN.
+  const float exponent = n > -127.0f ? n : -127.0f;
+  return e * std::bit_cast<float>((static_cast<int32_t>(exponent) + 127) << 23);
 }
 
 // e^x for x ≤ 0, exactly 0 below -87 (a masked -inf key or score: weight 0, as in PyTorch); the

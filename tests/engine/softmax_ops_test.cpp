@@ -152,6 +152,24 @@ TEST(SoftmaxOps, AllMinusInfinityRowGivesNaNLikePyTorch) {
   EXPECT_NEAR(z[3], -0.3132616875182228, 1e-6);
 }
 
+// A NaN in a row (or +inf, whose shift by the row's max is inf - inf) makes the row NaN, as in
+// PyTorch, on attograd's short-row and long-row kernels (below oneDNN's 256 elements), without
+// converting a NaN exponent to an integer (undefined behaviour the sanitizer build reports; a
+// fuzzed squares checkpoint found it).
+TEST(SoftmaxOps, NaNOrInfinityInARowGivesANaNRow) {
+  for (const int64_t size : {3, 80}) {
+    Tensor x = zeros({3, size});
+    x.set({0, 1}, std::nan(""));
+    x.set({1, size - 1}, kInf);
+    const std::vector<double> y = softmax(x, 1).to_vector();
+    for (int64_t j = 0; j < size; ++j) {
+      EXPECT_TRUE(std::isnan(y[j])) << size << " NaN row, element " << j;
+      EXPECT_TRUE(std::isnan(y[size + j])) << size << " +inf row, element " << j;
+      EXPECT_NEAR(y[2 * size + j], 1.0 / static_cast<double>(size), 1e-7) << "the other row is untouched";
+    }
+  }
+}
+
 TEST(SoftmaxOps, BackwardHandValues) {
   // Two logits (0.5, 0): y0 = sigmoid(0.5). L = y0 → dL/dx = (y0(1-y0), -y0(1-y0)).
   Tensor x = tensor({0.5, 0}, {2}, DType::f64).requires_grad_();
