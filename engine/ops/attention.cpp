@@ -333,9 +333,13 @@ Tensor packed_gradient(const std::vector<Tensor>& head_grads, const Shape& sourc
   return out;
 }
 
-// The node saves the attention's own tensors (Saved's order), then the sources: under create_graph the
-// backward takes q, k and v from these again with recorded ops, so the second order sees how they
-// depend on the sources.
+// Note [what the packed node saves]
+// Under autocast the materialising kernel's node keeps its bf16 heads, the products' operands (its
+// backward cannot be differentiated again, so nothing else is needed). Otherwise the node keeps the
+// sources instead of the heads (Saved's q, k and v left empty, the sources after kSavedCount): the
+// backward splits the heads again, one strided copy each, or, under create_graph, with recorded ops
+// so that the second order sees how q, k and v depend on the sources. Keeping both would hold each
+// projection twice until the backward (3E more per position and layer than the split heads held).
 std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayout& layout, const BackwardContext& c) {
   // q, k, v = the heads of their sources; out = attention(q, k, v): Note [one attention backward]
   std::vector<Tensor> saved(c.saved.begin(), c.saved.begin() + kSavedCount);
@@ -344,11 +348,12 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
   for (size_t i = 0; i < needs.size(); ++i) {
     const PackedPlace& at = layout.places[i];
     needs[i] = c.needs_grad[at.source];
-    if (grad_enabled()) saved[kQ + i] = heads_of(sources[at.source], at.slot, layout, sources[at.source].dtype());
+    if (!saved[kQ + i].defined())
+      saved[kQ + i] = heads_of(sources[at.source], at.slot, layout, sources[at.source].dtype());
   }
   const std::vector<Tensor> head_grads = node_backward(plan, c.grad, saved, needs);  // (N, H, L, d) each
-  std::vector<Tensor> grads(sources.size());
-  for (size_t s = 0; s < sources.size(); ++s) {
+  std::vector<Tensor> grads(c.needs_grad.size());  // per source
+  for (size_t s = 0; s < grads.size(); ++s) {
     if (!c.needs_grad[s]) continue;
     std::vector<Tensor> slots;
     for (size_t i = 0; i < head_grads.size(); ++i)
@@ -372,7 +377,10 @@ Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayou
   }
   AttentionForward f = attention_forward(heads[0], heads[1], heads[2], o, plan, gen);
   if (needs_recording(sources)) {
-    f.saved.insert(f.saved.end(), sources.begin(), sources.end());
+    if (!(plan.bf16 && !plan.streaming)) {  // Note [what the packed node saves]
+      std::fill(f.saved.begin() + kQ, f.saved.begin() + kV + 1, Tensor());
+      f.saved.insert(f.saved.end(), sources.begin(), sources.end());
+    }
     attach_node(f.out,
                 {"PackedAttentionBackward",
                  {.bf16 = plan.bf16,
