@@ -18,6 +18,13 @@ namespace {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_from_bf16_bits(in[i]);
 }
 
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void product_to_bf16_range(const float* a,
+                                                                                               const float* b,
+                                                                                               uint16_t* out,
+                                                                                               int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_from_f32(a[i] * b[i]);
+}
+
 constexpr int64_t kChunk = 4096;  // elements per parallel work item
 
 }  // namespace
@@ -61,9 +68,7 @@ Tensor rounded_product(const Tensor& a, const Tensor& b) {
   const int64_t n = a.numel();
   parallel_for((n + kChunk - 1) / kChunk, kChunk, [&](int64_t c) {
     const int64_t first = c * kChunk, count = std::min(kChunk, n - first);
-    float product[kChunk];
-    for (int64_t i = 0; i < count; ++i) product[i] = pa[first + i] * pb[first + i];
-    to_bf16_range(product, bits + first, count);
+    product_to_bf16_range(pa + first, pb + first, bits + first, count);
   });
   return out;
 }

@@ -412,6 +412,20 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
   return out;
 }
 
+namespace {
+
+// One row's columns of linear_output_gradient: gz = g where out > 0 (or g), added to the f64 sums.
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void output_gradient_row(const float* g,
+                                                                                             const float* out,
+                                                                                             float* gz, double* sums,
+                                                                                             int64_t width) {
+  for (int64_t j = 0; j < width; ++j) gz[j] = out && !(out[j] > 0) ? 0.0f : g[j];
+  if (sums)
+    for (int64_t j = 0; j < width; ++j) sums[j] += gz[j];
+}
+
+}  // namespace
+
 LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& out, bool bf16, bool bias) {
   const int64_t rows = g.size(0), n = g.size(1);
   LinearOutputGradient result{empty({rows, n}, bf16 ? DType::bf16 : DType::f32), bias ? empty({n}) : Tensor()};
@@ -425,8 +439,7 @@ LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& out, 
     for (int64_t r = 0; r < rows; ++r) {
       const float* g_row = pg + r * n + begin;
       const float* out_row = po ? po + r * n + begin : nullptr;
-      for (int64_t j = 0; j < width; ++j) gz[j] = out_row && !(out_row[j] > 0) ? 0.0f : g_row[j];
-      for (int64_t j = 0; j < static_cast<int64_t>(sums.size()); ++j) sums[j] += gz[j];
+      output_gradient_row(g_row, out_row, gz.data(), bias ? sums.data() : nullptr, width);
       if (bf16) round_to_bf16(gz.data(), result.operand.data<BFloat16>() + r * n + begin, width);
       if (!bf16) std::copy(gz.begin(), gz.end(), result.operand.data<float>() + r * n + begin);
     }
