@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "engine/autograd.h"
 #include "engine/kernels/bf16.h"
 #include "engine/ops/arithmetic.h"
 
@@ -55,9 +56,20 @@ bool autocast_products(const Tensor& a, const Tensor& b) {
   return autocast_depth > 0 && a.dtype() == DType::f32 && b.dtype() == DType::f32;
 }
 
+// Without grad mode no node keeps an activation's copy alive, so the tensor itself keeps it.
+Tensor copy_kept_by_the_tensor(const Tensor& x) {
+  TensorImpl& impl = *x.impl();
+  if (impl.bf16_copy && impl.bf16_copy_version == x.version()) return Tensor(impl.bf16_copy);
+  Tensor copy = to(x, DType::bf16);
+  impl.bf16_copy = copy.impl_ptr();
+  impl.bf16_copy_version = x.version();
+  return copy;
+}
+
 Tensor autocast_operand(const Tensor& x) {
   if (autocast_depth == 0) return to(x, DType::bf16);
   const bool weight = x.is_leaf() && x.requires_grad();
+  if (!weight && !grad_enabled() && x.dtype() == DType::f32) return copy_kept_by_the_tensor(x);
   CachedCast& entry = cast_cache[x.impl()];
   if (entry.source.lock() == x.impl_ptr() && entry.version == x.version()) {
     if (entry.held.defined() && entry.held.shape() == x.shape()) return entry.held;

@@ -238,9 +238,10 @@ std::vector<Tensor> streaming_backward(const AttentionPlan& plan, const Tensor& 
 // Materialising: the (B, H, T, S) weights, returned with need_weights.
 AttentionForward materialising_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                        const AttentionPlan& plan, Generator& gen) {
-  // Under autocast the products' operands are bf16 copies made once: the forward's products read
-  // them and the node saves them for the backward's, whose products would convert them again.
-  const auto operand = [&plan](const Tensor& x) { return plan.bf16 ? converted(x, DType::bf16) : x; };
+  // Under autocast the products' operands are bf16 copies made once (autocast_operand: a decoder's
+  // cached keys and values once, not every step): the forward's products read them and the node saves
+  // them for the backward's, whose products would convert them again.
+  const auto operand = [&plan](const Tensor& x) { return plan.bf16 ? autocast_operand(x) : x; };
   const Tensor q_op = operand(q), k_op = operand(k), v_op = operand(v);  // (B, H, T|S, d|dv)
   const auto [weights, empty_rows] =
       attention_weights(q_op, k_op, plan, o.attn_mask, o.key_padding_mask);  // (B, H, T, S)
@@ -352,7 +353,7 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
       saved[kQ + i] = heads_of(sources[at.source], at.slot, layout, sources[at.source].dtype());
   }
   const std::vector<Tensor> head_grads = node_backward(plan, c.grad, saved, needs);  // (N, H, L, d) each
-  std::vector<Tensor> grads(c.needs_grad.size());  // per source
+  std::vector<Tensor> grads(c.needs_grad.size());                                    // per source
   for (size_t s = 0; s < grads.size(); ++s) {
     if (!c.needs_grad[s]) continue;
     std::vector<Tensor> slots;

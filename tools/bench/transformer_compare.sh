@@ -4,7 +4,7 @@
 # (../shared/peer/attn_bench_torch.py, which times its MHA cases first), alternating, at 1 and 2
 # threads. Ours runs in --precision; with bf16 the peer runs both in f32 and under its CPU autocast
 # (tools/bench/peer_autocast.py). Prints each run's median step, then medians over the runs and
-# ratios (> 1: attograd is faster).
+# ratios (> 1: attograd is faster), and the step's GFLOP/s beside the rate of its products alone.
 #   tools/bench/transformer_compare.sh [--runs N] [--iters N] [--precision f32|bf16]   (3 runs, 20 steps, f32)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -21,6 +21,17 @@ machine_line
 peer_step() {  # $1: f32 or bf16, $2: threads; prints the peer's median step in ms
   set_peer_python "$1"
   "${peer_python[@]}" "$peer" --threads "$2" --iters "$iters" | sed -n "s/^RESULT,transformer_step_t$2,\([0-9.]*\),.*/\1/p"
+}
+
+# `product_rate THREADS`: the GFLOP/s of the step's products alone, from oneDNN's own timing of each
+# matmul (ONEDNN_VERBOSE) in one more run of ours: 2·M·N·K over the dims "…xMxK:…xKxN:…xMxN".
+product_rate() {
+  ONEDNN_VERBOSE=1 "$attograd" --threads "$1" bench transformer --iters "$iters" --precision "$precision" |
+    awk -F, '$1 == "onednn_verbose" && $2 == "exec" && $4 == "matmul" {
+      split($(NF - 1), dims, ":"); n = split(dims[1], a, "x"); split(dims[3], d, "x")
+      flop = 2 * a[n]; for (i in d) flop *= d[i]
+      total += flop; ms += $NF
+    } END {printf "%.1f", total / ms / 1e6}'
 }
 
 for threads in 1 2; do
@@ -40,5 +51,9 @@ for threads in 1 2; do
     awk -v t="$threads" -v a="$(median_of 2)" -v c="$(median_of 4)" \
       'BEGIN {printf "threads %s medians: step ours (bf16) %.2f ms vs PyTorch bf16 autocast %.2f ms = %.2fx\n", t, a, c, c / a}'
   fi
+  step_rate=$("$attograd" --threads "$threads" bench transformer --iters 1 --precision "$precision" --json |
+    sed -n 's/.*"step_gflops": \([0-9.]*\).*/\1/p')
+  awk -v t="$threads" -v f="$step_rate" -v a="$(median_of 2)" -v r="$(product_rate "$threads")" \
+    'BEGIN {printf "threads %s: step %.1f GFLOP/s (median) = %.0f%% of the products alone, %.1f GFLOP/s (oneDNN timing)\n", t, f / a * 1000, 100 * f / a * 1000 / r, r}'
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
