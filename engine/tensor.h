@@ -102,6 +102,8 @@ struct TensorImpl {
   std::weak_ptr<Node> grad_accumulator;  // leaves: the AccumulateGrad node of the live graphs
   std::vector<TensorHook> hooks;         // leaves' hooks (a non-leaf keeps its hooks on grad_fn)
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves only
+  Tensor tangent;              // forward mode: the tangent at level tangent_level (engine/forward_ad.h)
+  uint64_t tangent_level = 0;  // the DualLevel the tangent belongs to; 0: none
 };
 
 // Factories. Floating factories default to f32. Every factory throws ag::Error, naming the shape,
