@@ -18,7 +18,22 @@ bool grad_enabled() { return grad_mode; }
 GradModeGuard::GradModeGuard(bool enabled) : previous_(grad_mode) { grad_mode = enabled; }
 GradModeGuard::~GradModeGuard() { grad_mode = previous_; }
 
+namespace {
+
+// True if grad mode is on and any defined input requires grad: the op must record a node.
+bool needs_tape(std::span<const Tensor> inputs) {
+  if (!grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+}  // namespace
+
 bool needs_recording(std::initializer_list<const Tensor*> inputs) {
+  if (fw::level_active()) [[unlikely]]
+    for (const Tensor* t : inputs)
+      if (fw::tangent_of(*t).defined()) return true;
   if (!grad_mode) return false;
   for (const Tensor* t : inputs)
     if (t->defined() && t->requires_grad()) return true;
@@ -26,10 +41,9 @@ bool needs_recording(std::initializer_list<const Tensor*> inputs) {
 }
 
 bool needs_recording(std::span<const Tensor> inputs) {
-  if (!grad_mode) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+  if (fw::level_active() && fw::carries_tangent(inputs)) [[unlikely]]
+    return true;
+  return needs_tape(inputs);
 }
 
 namespace {
@@ -79,14 +93,21 @@ std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
 }
 
 void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> saved,
-                 BackwardFn backward) {
+                 BackwardFn backward, const fw::JvpFn& jvp) {
   // The node goes on a tensor of its own. An output that is an input itself (reshape to the same
   // shape, eval-mode dropout), a leaf, or a tensor that already has a node (a custom function's
   // forward computed with recorded ops) is replaced by a new alias of its memory: the input stays
-  // what it was (a leaf stays a leaf) and an earlier node stays with the earlier tensor.
+  // what it was (a leaf stays a leaf) and an earlier node stays with the earlier tensor. So is an
+  // output given a tangent, before the node saves it (forward-over-reverse reads saved tangents).
   const bool is_an_input =
       std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& input) { return input.impl() == out.impl(); });
-  if (is_an_input || out.impl()->grad_fn || out.impl()->requires_grad) out = out.detach();
+  if (fw::level_active() && fw::carries_tangent(inputs)) [[unlikely]] {
+    const Tensor tangent = fw::output_tangent(kind.name, out, inputs, saved, backward, jvp);
+    if (is_an_input) out = out.detach();
+    fw::set_tangent(out, tangent, kind.name);
+    if (!needs_tape(inputs)) return;
+  }
+  if (is_an_input || out.impl()->grad_fn || out.impl()->requires_grad) out = fw::alias_keeping_tangent(out);
   auto node = std::make_shared<Node>();
   node->name = kind.name;
   node->properties = kind.properties;
@@ -106,7 +127,7 @@ void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::
     if (tensor.defined()) node->saved_bytes += tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
     entry.version = tensor.defined() ? tensor.version() : 0;
     if (tensor.defined() && tensor.impl() == out.impl()) {
-      entry.data = tensor.detach();  // the output: alias without the node, or we would own ourselves
+      entry.data = fw::alias_keeping_tangent(tensor);  // the output: alias without the node, or we would own ourselves
       entry.output_of = node;
     } else {
       entry.data = tensor;
@@ -134,7 +155,7 @@ std::vector<Tensor> unpack_saved(const Node& node, bool create_graph) {
     }
     std::shared_ptr<Node> owner = entry.output_of.lock();
     if (create_graph && owner) {
-      Tensor output = entry.data.detach();  // the output again, now carrying its grad_fn
+      Tensor output = fw::alias_keeping_tangent(entry.data);  // the output again, now carrying its grad_fn
       output.impl()->grad_fn = std::move(owner);
       tensors.push_back(std::move(output));
     } else {
@@ -281,7 +302,9 @@ void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bo
   const Walk walk(root_node.get());
   root_node->buffer = root_grad;
   std::vector<std::shared_ptr<Node>> ready{root_node};
-  GradModeGuard mode(create_graph);
+  // Under a forward-AD level the backward's ops run as under create_graph, so that every one of them
+  // carries tangents (forward-over-reverse): the fast paths taken when nothing records skip them.
+  GradModeGuard mode(create_graph || fw::level_active());
   BackwardObserver* const observer = backward_observer();  // null unless a trace is on: one check per node
   if (observer != nullptr) observer->walk_started(*root_node);
   while (!ready.empty()) {
@@ -340,7 +363,8 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool create_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, bool create_graph, bool allow_unused,
+                         bool retain_graph) {
   AG_CHECK(!outputs.empty(), "grad: expected at least one output");
   AG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
            "grad: got {} grad_outputs for {} outputs; pass one per output (or none for one-element outputs)",
@@ -372,7 +396,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   }
   capture.grads.resize(inputs.size());
   capture.needed = nodes_leading_to(root.get(), capture.targets);
-  execute(root, root_grads[0], /*retain_graph=*/create_graph, create_graph, &capture);
+  execute(root, root_grads[0], retain_graph || create_graph, create_graph, &capture);
   for (size_t i = 0; i < inputs.size(); ++i) {
     AG_CHECK(allow_unused || capture.grads[i].defined(),
              "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true to get an "

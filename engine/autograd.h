@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/forward_ad.h"
 #include "engine/tensor.h"
 
 namespace ag {
@@ -118,13 +119,16 @@ struct Node {
   Tensor buffer;  // the gradient summed so far
 };
 
-// True if grad mode is on and any defined input requires grad: then the op must record.
+// True if grad mode is on and any defined input requires grad (the op must record a node), or if a
+// forward-AD level is active and an input carries a tangent (the op must give its output one).
 bool needs_recording(std::initializer_list<const Tensor*> inputs);
 bool needs_recording(std::span<const Tensor> inputs);
 
-// Attaches the node to `out`; record() below calls it when the op must record.
+// Attaches the node to `out` where the tape needs one, and gives `out` its tangent where an input
+// carries one (by `jvp`, or if it is empty from `backward`: engine/forward_ad.h); record() below
+// calls it when the op must record.
 void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> saved,
-                 BackwardFn backward);
+                 BackwardFn backward, const fw::JvpFn& jvp = {});
 
 // Attaches a node of `kind` (its name, and properties if any) to `out`, computed from `inputs`, if
 // needs_recording(inputs). `saved` may hold inputs and `out` itself. Ops call it right after
@@ -132,6 +136,8 @@ void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::
 // replaced by a new alias of its memory (the input stays a leaf; the earlier node stays with the
 // earlier tensor).
 // Nothing is allocated when the op need not record (the backward becomes a BackwardFn only then).
+// An op may state its JVP as a last argument (a callable taking an fw::JvpContext); without one,
+// forward mode derives it from the backward (Note [the JVP from the VJP] in forward_ad.cpp).
 template <typename F>
 void record(Tensor& out, OpKind kind, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> saved,
             F&& backward) {
@@ -145,6 +151,14 @@ void record(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::initi
   if (needs_recording(inputs))
     attach_node(out, kind, inputs, std::span<const Tensor>(saved.begin(), saved.size()),
                 BackwardFn(std::forward<F>(backward)));
+}
+template <typename F, typename J>
+void record(Tensor& out, OpKind kind, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> saved,
+            F&& backward, J&& jvp) {
+  if (needs_recording(std::span<const Tensor>(inputs.begin(), inputs.size())))
+    attach_node(out, kind, std::span<const Tensor>(inputs.begin(), inputs.size()),
+                std::span<const Tensor>(saved.begin(), saved.size()), BackwardFn(std::forward<F>(backward)),
+                fw::JvpFn(std::forward<J>(jvp)));
 }
 
 // The node a gradient for `tensor` flows into: its grad_fn, or for a leaf that requires grad,
@@ -160,8 +174,10 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
 // otherwise it is freed. An input the outputs do not depend on is an error, unless
 // allow_unused: then its gradient is undefined. Only the nodes leading to an input run, and
 // hooks on the inputs themselves do not.
+// With retain_graph the graph of `outputs` is kept without building one of the gradients (a
+// Jacobian row by row: ag::jacrev).
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool create_graph = false,
-                         bool allow_unused = false);
+                         bool allow_unused = false, bool retain_graph = false);
 
 }  // namespace ag

@@ -39,12 +39,25 @@ void FunctionContext::wrong_type(const std::string& key) const {
 std::vector<bool> inputs_needing_grad(const std::vector<Tensor>& inputs) {
   std::vector<bool> needs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
-    needs[i] = grad_enabled() && inputs[i].defined() && inputs[i].requires_grad();
+    needs[i] = (grad_enabled() && inputs[i].defined() && inputs[i].requires_grad()) ||
+               fw::tangent_of(inputs[i]).defined();  // forward mode derives the JVP from backward
   return needs;
 }
 
+// While it lives, ctx.saved() gives `saved` (backward's and jvp's view of what forward saved).
+class SavedScope {
+ public:
+  SavedScope(FunctionContext& ctx, const std::vector<Tensor>& saved) : ctx_(ctx) { ctx.backward_saved_ = &saved; }
+  ~SavedScope() { ctx_.backward_saved_ = nullptr; }
+  SavedScope(const SavedScope&) = delete;
+  SavedScope& operator=(const SavedScope&) = delete;
+
+ private:
+  FunctionContext& ctx_;
+};
+
 void attach_function_node(Tensor& out, const std::shared_ptr<FunctionContext>& ctx, const std::vector<Tensor>& inputs,
-                          FunctionBackward backward) {
+                          FunctionBackward backward, FunctionJvp jvp) {
   AG_CHECK(out.defined(), "{}: forward returned an undefined tensor", ctx->function_);
   if (!needs_recording(inputs)) return;
   AG_CHECK(is_floating(out.dtype()), "{}: forward returned a {} tensor; only f32 and f64 outputs carry gradients",
@@ -52,14 +65,20 @@ void attach_function_node(Tensor& out, const std::shared_ptr<FunctionContext>& c
   const std::vector<Tensor> saved = std::move(ctx->to_save_);
   ctx->to_save_.clear();
   // The context holds no tensor from here on (the node holds them): it may live in the node.
-  attach_node(out, ctx->function_, inputs, saved, [ctx, backward](const BackwardContext& c) {
-    ctx->backward_saved_ = &c.saved;
-    struct Leave {
-      FunctionContext& ctx;
-      ~Leave() { ctx.backward_saved_ = nullptr; }
-    } leave{*ctx};
-    return backward(*ctx, {c.grad});
-  });
+  fw::JvpFn tangent;
+  if (jvp != nullptr) {
+    tangent = [&ctx, &saved, jvp](const fw::JvpContext& c) {
+      const SavedScope scope(*ctx, saved);
+      return jvp(*ctx, c.tangents);
+    };
+  }
+  attach_node(
+      out, ctx->function_, inputs, saved,
+      [ctx, backward](const BackwardContext& c) {
+        const SavedScope scope(*ctx, c.saved);
+        return backward(*ctx, {c.grad});
+      },
+      tangent);
 }
 
 }  // namespace ag

@@ -21,6 +21,12 @@
 // the count and the shapes and names the function when they are wrong. Written with engine ops,
 // backward is differentiable itself, so gradgradcheck and create_graph work.
 //
+// Forward mode (engine/forward_ad.h): a function may state its JVP,
+//   static ag::Tensor jvp(ag::FunctionContext& ctx, const std::vector<ag::Tensor>& tangents);
+// one tangent per Tensor argument (zeros where the input carries none), ctx.saved() as backward
+// sees it, returning the output's tangent. Without one, forward mode derives it from backward (so
+// backward must be written in engine ops). gradcheck checks both against finite differences.
+//
 // Safe by construction (record()'s rules): an output that is an input (an identity forward), a
 // leaf, or a tensor that already has a node gets the function's node on a new alias of its memory,
 // so the input stays a leaf and an earlier node stays with the earlier tensor; saved tensors are
@@ -41,6 +47,7 @@ namespace ag {
 
 class FunctionContext;
 using FunctionBackward = std::vector<Tensor> (*)(FunctionContext& ctx, const std::vector<Tensor>& grads);
+using FunctionJvp = Tensor (*)(FunctionContext& ctx, const std::vector<Tensor>& tangents);
 
 // What forward leaves for backward: tensors (save_for_backward) and other values (set).
 class FunctionContext {
@@ -73,7 +80,8 @@ class FunctionContext {
 
  private:
   friend void attach_function_node(Tensor& out, const std::shared_ptr<FunctionContext>& ctx,
-                                   const std::vector<Tensor>& inputs, FunctionBackward backward);
+                                   const std::vector<Tensor>& inputs, FunctionBackward backward, FunctionJvp jvp);
+  friend class SavedScope;
   const std::any& value_of(const std::string& key) const;
   [[noreturn]] void wrong_type(const std::string& key) const;
 
@@ -84,13 +92,14 @@ class FunctionContext {
   std::map<std::string, std::any> values_;
 };
 
-// Per input: does grad mode want its gradient?
+// Per input: does grad mode want its gradient (or forward mode, to derive a JVP from backward)?
 std::vector<bool> inputs_needing_grad(const std::vector<Tensor>& inputs);
 
 // After forward: refuses an undefined or non-floating output (naming the function) and, if an input
-// needs a gradient, attaches the function's node to `out`, the saved tensors moving to the node.
+// needs a gradient, attaches the function's node to `out`, the saved tensors moving to the node;
+// if an input carries a tangent, gives `out` its tangent by `jvp` (or, if null, from backward).
 void attach_function_node(Tensor& out, const std::shared_ptr<FunctionContext>& ctx, const std::vector<Tensor>& inputs,
-                          FunctionBackward backward);
+                          FunctionBackward backward, FunctionJvp jvp = nullptr);
 
 template <typename Derived>
 struct Function {
@@ -104,9 +113,12 @@ struct Function {
     Tensor out;
     {
       const NoGradGuard no_grad;
+      const fw::SuspendLevel primals_only;  // forward sees values; the tangent comes from jvp
       out = Derived::forward(*ctx, std::forward<Args>(args)...);
     }
-    attach_function_node(out, ctx, inputs, &Derived::backward);
+    FunctionJvp jvp = nullptr;
+    if constexpr (requires { &Derived::jvp; }) jvp = &Derived::jvp;
+    attach_function_node(out, ctx, inputs, &Derived::backward, jvp);
     return out;
   }
 

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "engine/autograd.h"
+#include "engine/forward_ad.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
@@ -42,53 +43,112 @@ void add_comparison(GradcheckResult& result, const Tolerance& tol, ElementError 
   result.worst.push_back(std::move(error));
 }
 
+// What one gradcheck compares with finite differences of L = Σ v ⊙ fn(inputs).
+struct Check {
+  const std::function<Tensor(const std::vector<Tensor>&)>& fn;
+  const Tensor& v;
+  const GradcheckOptions& options;
+  bool reverse() const { return options.mode != GradcheckMode::forward; }
+  bool forward() const { return options.mode != GradcheckMode::reverse; }
+};
+
+// vᵀ J d for the directions d (per input; undefined: none), by one forward-mode pass: the tangent of
+// fn(inputs) projected on v. Each input with a direction becomes a dual leaf that keeps requires_grad
+// (a gradient computed inside fn, as gradgradcheck's is, then carries its tangent: forward-over-reverse).
+double projected_tangent(const Check& check, const std::vector<Tensor>& inputs, const std::vector<Tensor>& directions) {
+  const fw::DualLevel level;
+  std::vector<Tensor> duals = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!directions[i].defined()) continue;
+    duals[i] = fw::make_dual(inputs[i].detach(), directions[i]);
+    duals[i].requires_grad_(inputs[i].requires_grad());
+  }
+  const Tensor tangent = fw::tangent_of(check.fn(duals));
+  return tangent.defined() ? sum(mul(tangent, check.v)).item() : 0.0;
+}
+
+// The direction `d` on input `which` alone.
+std::vector<Tensor> on_one_input(const std::vector<Tensor>& inputs, int which, const Tensor& d) {
+  std::vector<Tensor> directions(inputs.size());
+  directions[which] = d;
+  return directions;
+}
+
+// The numeric derivative along d (of input `which`) against the checked analytic ones.
+void compare_along(const Check& check, std::vector<Tensor>& inputs, int which, const std::string& index, double numeric,
+                   double reverse, const Tensor& d, GradcheckResult& result) {
+  const Tolerance& tol = check.options.tolerance;
+  if (check.reverse())
+    add_comparison(result, tol, {.input = which, .index = index, .analytic = reverse, .numeric = numeric});
+  if (check.forward()) {
+    const double forward = projected_tangent(check, inputs, on_one_input(inputs, which, d));
+    add_comparison(result, tol,
+                   {.derivative = "jvp", .input = which, .index = index, .analytic = forward, .numeric = numeric});
+  }
+}
+
 // Each element of `input` nudged by ±eps in turn.
-void check_elements(const std::function<Tensor(const std::vector<Tensor>&)>& fn, std::vector<Tensor>& inputs, int which,
-                    const Tensor& v, const Tensor& analytic, const Tolerance& tol, GradcheckResult& result) {
+void check_elements(const Check& check, std::vector<Tensor>& inputs, int which, const Tensor& analytic,
+                    GradcheckResult& result) {
+  const Tolerance& tol = check.options.tolerance;
   Tensor& x = inputs[which];
   double* data = x.data<double>();
   const double* grad = analytic.defined() ? analytic.data<double>() : nullptr;
   for (int64_t i = 0; i < x.numel(); ++i) {
     const double original = data[i];
     data[i] = original + tol.eps;
-    const double plus = projected_output(fn, inputs, v);
+    const double plus = projected_output(check.fn, inputs, check.v);
     data[i] = original - tol.eps;
-    const double minus = projected_output(fn, inputs, v);
+    const double minus = projected_output(check.fn, inputs, check.v);
     data[i] = original;
-    add_comparison(result, tol,
-                   {.input = which,
-                    .index = multi_index(x.shape(), i),
-                    .analytic = grad ? grad[i] : 0.0,
-                    .numeric = (plus - minus) / (2 * tol.eps)});
+    Tensor e;
+    if (check.forward()) {
+      e = zeros({x.numel()}, DType::f64);
+      e.set({i}, 1.0);
+      e = reshape(e, x.shape());
+    }
+    compare_along(check, inputs, which, multi_index(x.shape(), i), (plus - minus) / (2 * tol.eps), grad ? grad[i] : 0.0,
+                  e, result);
   }
 }
 
-// Along random unit directions u: numeric (L(x+εu) - L(x-εu)) / 2ε against ⟨∇L, u⟩.
-void check_directions(const std::function<Tensor(const std::vector<Tensor>&)>& fn, std::vector<Tensor>& inputs,
-                      int which, const Tensor& v, const Tensor& analytic, const GradcheckOptions& options,
+// Along random unit directions u: numeric (L(x+εu) - L(x-εu)) / 2ε against ⟨∇L, u⟩ and vᵀ J u.
+void check_directions(const Check& check, std::vector<Tensor>& inputs, int which, const Tensor& analytic,
                       Generator& gen, GradcheckResult& result) {
-  const Tolerance& tol = options.tolerance;
+  const Tolerance& tol = check.options.tolerance;
   Tensor original = clone(inputs[which].detach());
-  for (int k = 0; k < options.directions; ++k) {
+  for (int k = 0; k < check.options.directions; ++k) {
     Tensor u = randn(original.shape(), DType::f64, gen);
     u = div(u, sqrt(sum(mul(u, u))));
     inputs[which].detach().copy_(add(original, mul(u, tol.eps)));
-    const double plus = projected_output(fn, inputs, v);
+    const double plus = projected_output(check.fn, inputs, check.v);
     inputs[which].detach().copy_(sub(original, mul(u, tol.eps)));
-    const double minus = projected_output(fn, inputs, v);
+    const double minus = projected_output(check.fn, inputs, check.v);
     inputs[which].detach().copy_(original);
-    add_comparison(result, tol,
-                   {.input = which,
-                    .index = fmt::format("u{}", k),
-                    .analytic = analytic.defined() ? sum(mul(analytic, u)).item() : 0.0,
-                    .numeric = (plus - minus) / (2 * tol.eps)});
+    compare_along(check, inputs, which, fmt::format("u{}", k), (plus - minus) / (2 * tol.eps),
+                  analytic.defined() ? sum(mul(analytic, u)).item() : 0.0, u, result);
   }
 }
 
-}  // namespace
+// The JVP and the VJP against each other: vᵀ (J d) = Σᵢ ⟨(Jᵢᵀ v), dᵢ⟩ for a random d on every input.
+void check_jvp_against_vjp(const Check& check, std::vector<Tensor>& inputs, Generator& gen, GradcheckResult& result) {
+  std::vector<Tensor> directions(inputs.size());
+  double reverse = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
+    directions[i] = randn(inputs[i].shape(), DType::f64, gen);
+    if (inputs[i].grad().defined()) reverse += sum(mul(inputs[i].grad(), directions[i])).item();
+  }
+  add_comparison(result, check.options.tolerance,
+                 {.derivative = "jvp·vjp",
+                  .input = -1,
+                  .index = "random d",
+                  .analytic = projected_tangent(check, inputs, directions),
+                  .numeric = reverse});
+}
 
-GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                          const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+// Fresh f64 leaves for the inputs that require grad (the others as they are).
+std::vector<Tensor> gradcheck_leaves(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> leaves;
   for (const Tensor& input : inputs) {
     AG_CHECK(!input.defined() || input.dtype() == DType::f64 || !input.requires_grad(),
@@ -98,11 +158,29 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     if (input.defined() && input.requires_grad()) leaf = clone(input.detach()).requires_grad_();
     leaves.push_back(leaf);
   }
+  return leaves;
+}
+
+// Violations first (by how far past tolerance), then the largest errors; at most report_worst.
+void keep_worst(GradcheckResult& result, const GradcheckOptions& options) {
+  const Tolerance& tol = options.tolerance;
+  auto excess = [&](const ElementError& e) { return e.abs_error - (tol.atol + tol.rtol * std::abs(e.numeric)); };
+  std::sort(result.worst.begin(), result.worst.end(),
+            [&](const ElementError& a, const ElementError& b) { return excess(a) > excess(b); });
+  if (static_cast<int>(result.worst.size()) > options.report_worst) result.worst.resize(options.report_worst);
+}
+
+}  // namespace
+
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+  std::vector<Tensor> leaves = gradcheck_leaves(inputs);
   Generator gen(options.seed);
   Tensor output = fn(leaves);
   AG_CHECK(output.requires_grad(), "gradcheck: the output does not require grad; no input reaches it");
   Tensor v = randn(output.shape(), output.dtype(), gen);
-  output.backward(v);
+  const Check check{fn, v, options};
+  if (check.reverse()) output.backward(v);
 
   GradcheckResult result;
   for (int i = 0; i < static_cast<int>(leaves.size()); ++i) {
@@ -110,17 +188,16 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     Tensor analytic = leaves[i].grad();
     NoGradGuard no_grad;  // the nudges below are in-place writes to leaves
     if (leaves[i].numel() <= options.max_elements_exact) {
-      check_elements(fn, leaves, i, v, analytic, options.tolerance, result);
+      check_elements(check, leaves, i, analytic, result);
     } else {
-      check_directions(fn, leaves, i, v, analytic, options, gen, result);
+      check_directions(check, leaves, i, analytic, gen, result);
     }
   }
-  // Violations first (by how far past tolerance), then the largest errors.
-  const Tolerance& tol = options.tolerance;
-  auto excess = [&](const ElementError& e) { return e.abs_error - (tol.atol + tol.rtol * std::abs(e.numeric)); };
-  std::sort(result.worst.begin(), result.worst.end(),
-            [&](const ElementError& a, const ElementError& b) { return excess(a) > excess(b); });
-  if (static_cast<int>(result.worst.size()) > options.report_worst) result.worst.resize(options.report_worst);
+  if (options.mode == GradcheckMode::both) {
+    const NoGradGuard no_grad;
+    check_jvp_against_vjp(check, leaves, gen, result);
+  }
+  keep_worst(result, options);
   return result;
 }
 
@@ -190,6 +267,13 @@ GradcheckResult gradcheck_op(const OpEntry& op, const std::vector<Shape>& shapes
   return second_order ? gradgradcheck(op.fn, inputs, with_tolerance) : gradcheck(op.fn, inputs, with_tolerance);
 }
 
+GradcheckMode parse_gradcheck_mode(const std::string& text) {
+  if (text == "reverse") return GradcheckMode::reverse;
+  if (text == "forward") return GradcheckMode::forward;
+  AG_CHECK(text == "both", "gradcheck: --mode must be reverse, forward or both, got '{}'", text);
+  return GradcheckMode::both;
+}
+
 std::vector<GradcheckRow> gradcheck_rows(const OpEntry& op) {
   std::vector<GradcheckRow> rows;
   for (const std::vector<Shape>& shapes : op.shape_sets) rows.push_back({&op, shapes});
@@ -201,25 +285,37 @@ int print_gradcheck_table(std::ostream& out, const std::vector<GradcheckRow>& ro
   for (const GradcheckRow& row : rows) check_op_shapes(*row.op, row.shapes);
   out << fmt::format("{:<22} {:<28} {:>12} {:>12}  {}\n", "op", "shapes", "max abs err", "max rel err", "ok");
   int failed = 0;
+  int without_jvp = 0;
   for (const GradcheckRow& row : rows) {
-    const GradcheckResult result = gradcheck_op(*row.op, row.shapes, {}, options.second_order);
+    GradcheckResult result;
+    try {
+      result = gradcheck_op(*row.op, row.shapes, {.mode = options.mode}, options.second_order);
+    } catch (const fw::NoJvpError& e) {
+      out << fmt::format("{:<22} {:<28} no JVP: {}\n", row.op->name, shapes_str(row.shapes), e.what());
+      ++without_jvp;
+      continue;
+    }
     out << fmt::format("{:<22} {:<28} {:>12.3e} {:>12.3e}  {}\n", row.op->name, shapes_str(row.shapes),
                        result.max_abs_error, result.max_rel_error, result.ok ? "ok" : "FAIL");
     if (!result.ok || options.verbose) out << result.report();
     if (!result.ok) ++failed;
   }
-  out << fmt::format("{} rows, {} passed, {} failed\n", rows.size(), rows.size() - failed, failed);
+  const size_t checked = rows.size() - without_jvp;
+  out << fmt::format("{} rows, {} passed, {} failed", rows.size(), checked - failed, failed);
+  out << (options.mode == GradcheckMode::reverse ? std::string() : fmt::format(", {} without a JVP", without_jvp));
+  out << "\n";
   return failed;
 }
 
 std::string GradcheckResult::report() const {
   std::string out = fmt::format("{} comparisons, max abs error {:.3e}, max rel error {:.3e}: {}\n", checked,
                                 max_abs_error, max_rel_error, ok ? "OK" : "NOT OK");
-  out += fmt::format("  {:>5} {:>12} {:>14} {:>14} {:>10} {:>10}\n", "input", "index", "analytic", "numeric", "abs err",
-                     "rel err");
+  out += fmt::format("  {:>8} {:>5} {:>12} {:>14} {:>14} {:>10} {:>10}\n", "check", "input", "index", "analytic",
+                     "numeric", "abs err", "rel err");
   for (const ElementError& e : worst) {
-    out += fmt::format("  {:>5} {:>12} {:>14.7g} {:>14.7g} {:>10.3e} {:>10.3e}\n", e.input, e.index, e.analytic,
-                       e.numeric, e.abs_error, e.rel_error);
+    out += fmt::format("  {:>8} {:>5} {:>12} {:>14.7g} {:>14.7g} {:>10.3e} {:>10.3e}\n", e.derivative,
+                       e.input < 0 ? "all" : std::to_string(e.input), e.index, e.analytic, e.numeric, e.abs_error,
+                       e.rel_error);
   }
   return out;
 }

@@ -106,6 +106,8 @@ struct TensorImpl {
   // it was made from: it lives as long as the tensor, so a decoder's cached keys convert once.
   std::shared_ptr<TensorImpl> bf16_copy;
   uint64_t bf16_copy_version = 0;
+  Tensor tangent;              // forward mode: the tangent at level tangent_level (engine/forward_ad.h)
+  uint64_t tangent_level = 0;  // the DualLevel the tangent belongs to; 0: none
 };
 
 // Factories. Floating factories default to f32. Every factory throws ag::Error, naming the shape,

@@ -22,6 +22,7 @@ struct GradcheckArgs {
   std::string shapes;
   bool verbose = false;
   bool second_order = false;
+  std::string mode = "both";
 };
 
 // "4x5,5" → {{4,5},{5}}.
@@ -94,8 +95,9 @@ int run(const GradcheckArgs& args) {
     const OpEntry& op = registry.find(args.op);
     rows = args.shapes.empty() ? gradcheck_rows(op) : std::vector<GradcheckRow>{{&op, parse_shape_list(args.shapes)}};
   }
-  const int failed =
-      print_gradcheck_table(std::cout, rows, {.second_order = args.second_order, .verbose = args.verbose});
+  const int failed = print_gradcheck_table(
+      std::cout, rows,
+      {.second_order = args.second_order, .mode = parse_gradcheck_mode(args.mode), .verbose = args.verbose});
   return failed == 0 ? 0 : 1;
 }
 
@@ -103,7 +105,8 @@ int run(const GradcheckArgs& args) {
 
 Command add_gradcheck_command(CLI::App& app) {
   auto args = std::make_shared<GradcheckArgs>();
-  CLI::App* cmd = app.add_subcommand("gradcheck", "Check registered ops' gradients against finite differences (f64)");
+  CLI::App* cmd = app.add_subcommand(
+      "gradcheck", "Check registered ops' derivatives (backward and forward mode) against finite differences (f64)");
   auto* all = cmd->add_flag("--all", args->all, "Check every registered op on all its shape sets");
   auto* list = cmd->add_flag("--list", args->list, "List the registered ops");
   cmd->add_flag(
@@ -117,6 +120,11 @@ Command add_gradcheck_command(CLI::App& app) {
   cmd->add_flag("--second-order", args->second_order,
                 "Check the gradient of the gradient (gradgradcheck) instead; --all skips the ops --list marks as "
                 "having no double backward");
+  cmd->add_option("--mode", args->mode,
+                  "Which derivatives to check: reverse (the VJP, backward), forward (the JVP, forward mode) or both "
+                  "(each against finite differences and against the other)")
+      ->check(CLI::IsMember({"reverse", "forward", "both"}))
+      ->capture_default_str();
   all->excludes(op)->excludes(list);
   list->excludes(op);
   cmd->callback([args, all, list, op, shapes] {

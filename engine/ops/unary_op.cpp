@@ -8,10 +8,15 @@ namespace ag {
 
 Tensor apply(const UnaryOp& op, const Tensor& x) {
   Tensor out = op.forward(op.name, x);
-  record(out, {op.node, {.formula = op.formula}}, {x}, {op.saves == UnaryOp::Saves::input ? x : out},
-         [derivative = op.derivative](const BackwardContext& c) {
-           return std::vector<Tensor>{derivative(c.grad, c.saved[0])};
-         });
+  record(
+      out, {op.node, {.formula = op.formula}}, {x}, {op.saves == UnaryOp::Saves::input ? x : out},
+      [derivative = op.derivative](const BackwardContext& c) {
+        return std::vector<Tensor>{derivative(c.grad, c.saved[0])};
+      },
+      [derivative = op.derivative](const fw::JvpContext& c) {
+        // elementwise: J is diagonal, so the derivative applied to the tangent is the JVP
+        return derivative(c.tangents[0], c.saved[0]);
+      });
   return out;
 }
 

@@ -7,7 +7,8 @@
 // NaN must meet NaN and ±inf the same infinity. A registered op without cases fails the suite,
 // unless its registry entry says why PyTorch has nothing to compare it with (differs_from_pytorch).
 // A "first_order" case compares an op's first-order gradient made with create_graph, and the
-// gradients of that: the second order.
+// gradients of that: the second order. A "jvp" case compares the tangent forward mode gives another
+// case's output with torch.autograd.forward_ad's (of a first_order case: forward-over-reverse).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/forward_ad.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/dropout.h"
@@ -116,6 +118,28 @@ Tensor first_order(const Inputs& in, const json& a) {
   return cat(flat, 0);
 }
 
+// A case's call as the case of a "jvp" case makes it (a["of"], with a["attrs"]).
+Tensor call_of(const Inputs& in, const json& a) {
+  const std::string of = a["of"];
+  return of == "registry" ? Registry::global().find(a["op"]).fn(in) : calls().at(of)(in, a["attrs"]);
+}
+
+// A call's JVP (parity.py's jvp_of): the tangent of its output by forward mode, the inputs after the
+// call's own being the tangents of those a["tangent_of"] lists (which require grad as a["requires"]
+// says, so that a first_order call's gradients carry tangents: forward-over-reverse).
+Tensor jvp(const Inputs& in, const json& a) {
+  const size_t n = a["inputs"];
+  const std::vector<bool> requiring = a["requires"];
+  Inputs primals(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
+  const fw::DualLevel level;
+  size_t next = n;
+  for (const size_t j : a["tangent_of"].get<std::vector<size_t>>())
+    primals[j] = fw::make_dual(primals[j].detach().requires_grad_(requiring[j]), in[next++]);
+  const Tensor out = call_of(primals, a);
+  const Tensor tangent = fw::tangent_of(out);
+  return tangent.defined() ? tangent.detach() : zeros_like(out);
+}
+
 // The calls with random attributes; "registry" runs the registry entry as it is.
 const std::map<std::string, Call>& calls() {
   static const std::map<std::string, Call> table = {
@@ -180,6 +204,7 @@ const std::map<std::string, Call>& calls() {
        [](const Inputs& in, const json& a) { return dropout(in[0], number(a["p"]), a["training"].get<bool>()); }},
       {"chain", chain},
       {"first_order", first_order},
+      {"jvp", jvp},
   };
   return table;
 }

@@ -27,6 +27,7 @@ import subprocess
 import zlib
 
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 from golden import ROOT, golden_path, load, save
@@ -83,6 +84,11 @@ def broadcast_pair():
 # ---- one case
 
 CASES = []
+JVP_CASES = 3  # JVP cases per op (forward_ad_family)
+# Ops whose JVP differs from PyTorch's forward AD on purpose, and why.
+JVP_DIFFERS = {"embedding_padding": "attograd's JVP is its VJP's transpose: the padding row gets no gradient, so "
+                                    "it carries no tangent either; PyTorch's forward AD (auto_linear) looks the "
+                                    "padding row's tangent up as any other, disagreeing with its own backward"}
 PASSES = 3  # every family runs this often with fresh draws; its f32 cases only in the first pass
 f32_pass = True
 
@@ -729,6 +735,49 @@ def packed_attention_family():
                 case(op, "registry", ins, fn, f32=f32)
 
 
+def jvp_of(fn, requires, tangent_of, n):
+    """fn's JVP by torch.autograd.forward_ad: the inputs after fn's n are the tangents of the inputs
+    tangent_of lists; each of those becomes a dual (requiring grad as the case did, so that a
+    first_order case's gradients carry tangents: forward-over-reverse). Returns the output's tangent."""
+    def tangent(*xs):
+        primals = list(xs[:n])
+        with fwAD.dual_level():
+            for j, t in zip(tangent_of, xs[n:]):
+                primals[j] = fwAD.make_dual(primals[j].detach().requires_grad_(requires[j]), t)
+            out = fn(*primals)
+            t = fwAD.unpack_dual(out).tangent
+            return (t if t is not None else torch.zeros_like(out)).detach()
+    return tangent
+
+
+def forward_ad_family():
+    """JVPs against PyTorch's forward AD (issue 40): for every op, its first JVP_CASES cases drawn
+    above (second-order ones included: forward-over-reverse), each with random tangents for the inputs
+    that take gradients. A case PyTorch 1.13 has no forward derivative for is left out and named.
+    Last in the file, so that the cases before keep their places."""
+    per_op, unsupported = {}, set()
+    with stream_of("forward_ad"):
+        for c in list(CASES):
+            tangent_of = [j for j, g in enumerate(c["grads"]) if g]
+            if per_op.get(c["op"], 0) >= JVP_CASES or not tangent_of or c["op"] in JVP_DIFFERS:
+                continue
+            n = len(c["inputs"])
+            fn = jvp_of(c["fn"], c["grads"], tangent_of, n)
+            ins = c["inputs"] + [real(list(c["inputs"][j].shape)) for j in tangent_of]
+            try:
+                fn(*ins)
+            except (RuntimeError, NotImplementedError):
+                unsupported.add(c["op"])
+                continue
+            per_op[c["op"]] = per_op.get(c["op"], 0) + 1
+            case(c["op"], "jvp", ins, fn, dict(of=c["call"], op=c["op"], attrs=c["attrs"], inputs=n,
+                                               tangent_of=tangent_of, requires=c["grads"]), grads=[False] * len(ins))
+    print(f"forward AD: {sum(per_op.values())} JVP cases over {len(per_op)} ops; without a forward derivative in "
+          f"PyTorch {torch.__version__}: {', '.join(sorted(unsupported - set(per_op))) or 'none'}")
+    for op, why in JVP_DIFFERS.items():
+        print(f"forward AD: no JVP cases for {op}: {why}")
+
+
 def keep_committed_results(tensors, meta):
     """A case the committed file already holds (same description, same inputs) keeps its stored
     PyTorch results: PyTorch on another machine differs in the last bits of some products, and a
@@ -759,11 +808,13 @@ def main():
     linear_family()
     second_order_family()
     packed_attention_family()
+    forward_ad_family()
     tensors, meta = {}, []
     for n, c in enumerate(CASES):
         xs, out = run(c, torch.float64)
         w = weight_like(out)
-        out.backward(w)
+        if any(c["grads"]):  # a JVP case's output is a tangent: no gradients
+            out.backward(w)
         entry = dict(op=c["op"], call=c["call"], attrs=encode(c["attrs"]), grads=c["grads"], f32=c["f32"])
         for j, x in enumerate(c["inputs"]):
             tensors[f"{n}.in{j}"] = x
