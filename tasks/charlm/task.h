@@ -26,6 +26,9 @@ struct CharLMOptions {
   nn::GPTConfig model;     // vocab_size comes from the text
 };
 
+// The settings of `train charlm`, one row each (settings.cpp): its flags, config.json, the resume rules.
+const std::vector<tasks::Setting<CharLMOptions>>& settings();
+
 // nanoGPT's get_lr: linear warm-up to lr over warmup_iters, then cosine down to min_lr at iters.
 double learning_rate(int64_t iter, const CharLMOptions& options);
 
