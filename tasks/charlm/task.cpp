@@ -197,7 +197,7 @@ struct Trained {
 
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-  nlohmann::json config = parse_json(checkpoint.config(), path);
+  nlohmann::json config = checkpoint.settings;
   tasks::check_checkpoint_task(config, "charlm", path);
   AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint has no vocabulary", path);
   Vocabulary vocabulary = Vocabulary::from_utf8(checkpoint.metadata.at("vocabulary"), path);

@@ -92,11 +92,11 @@ void check_empty_or_a_run(const std::string& out) {
 }
 
 // Refuses an --out folder that holds another task's run (by its config.json).
-void check_not_another_run(const std::string& out, const std::string& config) {
+void check_not_another_run(const std::string& out, const nlohmann::json& config) {
   const std::string path = out + "/" + file_name(nn::RunFile::config);
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return;
-  const std::string task = nlohmann::json::parse(config).value("task", "");
+  const std::string task = config.value("task", "");
   nlohmann::json there;
   try {
     there = nlohmann::json::parse(read_file(path));
@@ -156,6 +156,15 @@ void check_no_input_replaced(const std::string& out, const std::string& resumed)
     check_not_an_input(out + "/" + file_name(file));
 }
 
+// The epochs a training checkpoint was saved after.
+int64_t epoch_of(const nn::Checkpoint& checkpoint) {
+  try {
+    return std::stoll(checkpoint.metadata.at("epoch"));
+  } catch (const std::exception&) {
+    fail("{}: not a training checkpoint (no epoch count in its metadata)", checkpoint.path);
+  }
+}
+
 }  // namespace
 
 RunDir::RunDir(const std::string& resume, std::vector<SettingName> settings)
@@ -163,21 +172,14 @@ RunDir::RunDir(const std::string& resume, std::vector<SettingName> settings)
   if (resume.empty()) return;
   const std::string path = resume + "/" + file_name(nn::RunFile::last_checkpoint);
   checkpoint_ = nn::read_checkpoint(path);
-  checkpoint_config_ = parse_json(checkpoint_->config(), path);  // an object: read_checkpoint checked
   if (epochs_done() > 0) resumed_best_ = read_resumed_best();
 }
 
-int64_t RunDir::epochs_done() const {
-  try {
-    return std::stoll(checkpoint().metadata.at("epoch"));
-  } catch (const std::exception&) {
-    fail("{}/last.safetensors: not a training checkpoint (no epoch count in its metadata)", resumed_folder_);
-  }
-}
+int64_t RunDir::epochs_done() const { return epoch_of(checkpoint()); }
 
 // The resumed run's best epoch, read and checked before any training: the end of the run reads it
 // (g2p's test, UCI's report), and a run resumed into another --out carries it there.
-std::string RunDir::read_resumed_best() const {
+std::string RunDir::read_resumed_best() {
   const std::string best = resumed_folder_ + "/" + file_name(nn::RunFile::best_checkpoint);
   std::error_code error;
   AG_CHECK(std::filesystem::exists(std::filesystem::symlink_status(best, error)),
@@ -185,8 +187,9 @@ std::string RunDir::read_resumed_best() const {
            "them from there: put it back, or start a new run in another --out",
            resumed_folder_, best, epochs_done());
   std::string bytes = read_file(best, "checkpoint");
-  nn::parse_checkpoint(bytes, best);
+  nn::Checkpoint checkpoint = nn::parse_checkpoint(bytes, best);
   note_input(best);
+  resumed_best_model_ = nn::BestModel{epoch_of(checkpoint), std::move(checkpoint.model)};
   return bytes;
 }
 
@@ -196,13 +199,15 @@ const nn::Checkpoint& RunDir::checkpoint() const {
 }
 
 bool RunDir::continues(const std::string& task, const std::string& model) const {
-  const nlohmann::json& config = checkpoint_config_;
-  return resuming() && config.value("task", nlohmann::json()) == task &&
+  if (!resuming()) return false;
+  const nlohmann::json& config = checkpoint_->settings;
+  return config.value("task", nlohmann::json()) == task &&
          (model.empty() || config.value("model", nlohmann::json()) == model);
 }
 
 bool RunDir::carries(const std::string& key) const {
-  return checkpoint_config_.contains(key) && checkpoint_config_[key] != "";
+  const nlohmann::json& config = checkpoint().settings;
+  return config.contains(key) && config[key] != "";
 }
 
 std::string RunDir::flag_of(const std::string& key) const {
@@ -218,9 +223,9 @@ bool RunDir::may_change(const std::string& key) const {
                      [&](const SettingName& s) { return s.key == key && s.on_resume == OnResume::may_change; });
 }
 
-std::string RunDir::resumed_config(nlohmann::json current, const nn::TrainerOptions& trainer) const {
+nlohmann::json RunDir::resumed_config(nlohmann::json current, const nn::TrainerOptions& trainer) const {
   const std::string& folder = resumed_folder_;
-  const nlohmann::json& saved = checkpoint_config_;
+  const nlohmann::json& saved = checkpoint().settings;
   nlohmann::json changed = nlohmann::json::object();
   std::vector<std::string> keys = {"task", "model"};  // first: other keys differ when these do
   for (const char* key : {"data", "data_sha256"})     // then the data: its counts differ when its content does
@@ -261,10 +266,10 @@ std::string RunDir::resumed_config(nlohmann::json current, const nn::TrainerOpti
       saved.contains("resumed") && saved["resumed"].is_array() ? saved["resumed"] : nlohmann::json::array();
   if (!changed.empty()) current["resumed"].push_back({{"after_epoch", done}, {"changed", changed}});
   if (current["resumed"].empty()) current.erase("resumed");
-  return current.dump();
+  return current;
 }
 
-void RunDir::claim(const std::string& out, const std::string& config) {
+void RunDir::claim(const std::string& out, const nlohmann::json& config) {
   check_no_input_replaced(out, resuming() ? resumed_folder_ : "");
   create_output_folder(out);
   // Locked before the folder is judged: a run writing there is named, not its half-written files.

@@ -41,15 +41,17 @@ class RunDir : public nn::RunFiles {
   bool continues(const std::string& task, const std::string& model) const;
   // The resumed checkpoint's config, and whether it carries `key` over (holds it, and not as "":
   // a default, as seed 002's data).
-  const nlohmann::json& checkpoint_config() const { return checkpoint_config_; }
+  const nlohmann::json& checkpoint_config() const { return checkpoint().settings; }
   bool carries(const std::string& key) const;
+  // The resumed run's best epoch (read with last.safetensors; nothing before an epoch is done).
+  const std::optional<nn::BestModel>& resumed_best() const { return resumed_best_model_; }
   // This run's config checked against the checkpoint's by the resume table: a change
   // the table allows is recorded in the "resumed" list, any other difference refused naming the
   // setting, its flag and both values, as is a run that would train nothing.
-  std::string resumed_config(nlohmann::json current, const nn::TrainerOptions& trainer) const;
+  nlohmann::json resumed_config(nlohmann::json current, const nn::TrainerOptions& trainer) const;
   // Before the first write: creates `out`, refuses one holding files but no attograd run or another
   // task's run, and locks it (OUT/.attograd.lock) for the rest of the process.
-  void claim(const std::string& out, const std::string& config);
+  void claim(const std::string& out, const nlohmann::json& config);
 
   // The Trainer's files in the claimed folder: config.json, metrics.csv, last.safetensors and
   // best.safetensors, each replaced atomically and synced by sync(), once, when the run ends.
@@ -63,8 +65,8 @@ class RunDir : public nn::RunFiles {
 
  private:
   std::string path(const std::string& name) const;
-  int64_t epochs_done() const;  // by the resumed checkpoint
-  std::string read_resumed_best() const;
+  int64_t epochs_done() const;                        // by the resumed checkpoint
+  std::string read_resumed_best();                    // keeps its model in resumed_best_model_
   std::string flag_of(const std::string& key) const;  // the flag that sets it, for messages
   bool may_change(const std::string& key) const;      // by the table's resume rule
 
@@ -72,8 +74,8 @@ class RunDir : public nn::RunFiles {
   std::string out_;  // the claimed folder ("": none, nothing may be written)
   std::string resumed_folder_;
   std::optional<nn::Checkpoint> checkpoint_;
-  nlohmann::json checkpoint_config_;
   std::optional<std::string> resumed_best_;  // its bytes, until written into another --out
+  std::optional<nn::BestModel> resumed_best_model_;
 };
 
 }  // namespace ag::tasks

@@ -88,7 +88,7 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
                                      .micro_batches = options.micro_batches,
                                      .seed = options.seed,
                                      .progress = !options.quiet,
-                                     .config = config.settings.dump(),
+                                     .config = config.settings,
                                      .checkpoint_metadata = checkpoint_metadata};
   if (settings) settings(trainer_options);
   std::string profile;  // the table, for OUT/profile.txt
@@ -111,7 +111,7 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
   if (!options.out.empty() && nn::dist::is_root()) run->claim(options.out, trainer_options.config);
   // Under mpirun: every rank is ready, with the same settings and data, or none starts.
   nn::dist::StartState ready;
-  ready.settings = trainer_options.config;
+  ready.settings = trainer_options.config.dump();
   ready.files = data_files_read();
   if (auto refusal = nn::dist::agree_to_start(ready)) throw nn::dist::StartRefused(*refusal);
   const DetectAnomalyGuard anomaly(options.detect_anomaly);
@@ -123,7 +123,8 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
   if (!nn::dist::is_root()) return std::nullopt;  // data parallelism: the other ranks are done; rank 0 reports
   fmt::print("trained in {:.3f} s (wall, the epochs' checkpoints included)\n", took.count());
   if (!profile.empty() && !options.out.empty()) run->write("profile.txt", profile);
-  return TrainedRun{std::move(history), trainer.step_seconds(), run};
+  return TrainedRun{std::move(history), trainer.step_seconds(), run,
+                    trainer.best() ? trainer.best() : run->resumed_best()};
 }
 
 std::vector<int64_t> first_batch(const nn::TrainTask& task, int64_t batch_size) {

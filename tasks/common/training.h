@@ -69,6 +69,8 @@ struct TrainedRun {
   std::vector<nn::EpochRecord> history;  // the whole run's, a resumed run's earlier epochs included
   std::vector<double> step_seconds;      // the wall time of each step this process ran
   std::shared_ptr<RunDir> folder;        // the run folder: the task writes its plots through it
+  // The best epoch's model, as best.safetensors holds it (nothing without --out: no checkpoints).
+  std::optional<nn::BestModel> best;
 };
 
 // Runs the Trainer. With options.resume it continues that folder's last.safetensors, the config

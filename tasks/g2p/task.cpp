@@ -211,7 +211,7 @@ struct Trained {
 
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-  nlohmann::json config = parse_json(checkpoint.config(), path);
+  nlohmann::json config = checkpoint.settings;
   tasks::check_checkpoint_task(config, "g2p", path);
   for (const char* key : {"source_symbols", "target_symbols"})
     AG_CHECK(checkpoint.metadata.count(key), "{}: the checkpoint has no {}", path, key);
@@ -471,10 +471,9 @@ int train(const G2POptions& options) {
 
   // The test set, with the epoch of the best validation WER.
   const std::string best = trained->folder->where(nn::RunFile::best_checkpoint);
-  const nn::Checkpoint loaded = nn::load(best, model);
+  model.load_state_dict(trained->best->state);  // kept in memory: best is not read back
   model.eval();
-  fmt::print("best epoch {} (lowest validation WER) -> {}\n",
-             loaded.metadata.count("epoch") ? loaded.metadata.at("epoch") : "?", best);
+  fmt::print("best epoch {} (lowest validation WER) -> {}\n", trained->best->epoch, best);
   // Ctrl-C here stops the decoding (minutes on CMUdict); the run's files are whole already.
   const auto stop_if_asked = [&](int64_t) {
     nn::stop_if_signalled(

@@ -290,7 +290,7 @@ void write_explanation(const std::string& path, const std::string& text, const V
 struct TrainedClassifier {
   explicit TrainedClassifier(const std::string& path) {
     const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-    const nlohmann::json config = parse_json(checkpoint.config(), path);
+    const nlohmann::json& config = checkpoint.settings;
     tasks::check_checkpoint_task(config, "sentiment", path);
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
     const SentimentOptions run = tasks::from_json(sentiment::settings(), config, path, SentimentOptions{});
@@ -467,18 +467,21 @@ void write_losses_svg(const SentimentOptions& options, tasks::RunDir& folder,
 }
 
 // The end of a UCI run: the best epoch's checkpoint on the test split, printed and in report.svg.
-void report_uci(const SentimentOptions& options, tasks::RunDir& folder, const std::vector<Example>& test) {
+void report_uci(const SentimentOptions& options, const tasks::TrainedRun& trained, SentimentClassifier& model,
+                const Vocabulary& vocab, const std::vector<Example>& test) {
+  tasks::RunDir& folder = *trained.folder;
   const std::string best = folder.where(nn::RunFile::best_checkpoint);
-  const TrainedClassifier trained(best);
-  const EncodedSentences sentences(test, trained.vocab);
+  model.load_state_dict(trained.best->state);  // kept in memory: best is not read back
+  model.eval();
+  const EncodedSentences sentences(test, vocab);
   NoGradGuard no_grad;
-  const Predictions predictions = predictions_of(all_logits(*trained.model, sentences), sentences);
-  fmt::print("best epoch (highest validation accuracy, the earliest on ties): {} -> {}\n", trained.epoch, best);
+  const Predictions predictions = predictions_of(all_logits(model, sentences), sentences);
+  fmt::print("best epoch (highest validation accuracy, the earliest on ties): {} -> {}\n", trained.best->epoch, best);
   print_report(predictions, "test");
   folder.write("report.svg",
                report_svg(predictions, fmt::format("sentiment on UCI's review sentences: test accuracy of "
                                                    "epoch {} (best on validation), seed {}",
-                                                   trained.epoch, options.training.seed)));
+                                                   trained.best->epoch, options.training.seed)));
 }
 
 // The classifier training starts from: the flags' sizes with the vocabulary's, initialised from the
@@ -551,7 +554,7 @@ int train(const SentimentOptions& options) {
   if (is_uci(options)) {
     fmt::print("epoch {}: train loss {:.4f}; validation loss {:.4f}, accuracy {:.2f}%\n", last.epoch, last.train_loss,
                last.metrics.at("val_loss"), 100 * last.metrics.at("val_accuracy"));
-    report_uci(options, *trained->folder, data.test);
+    report_uci(options, *trained, model, vocab, data.test);
     fmt::print("wrote {}/config.json, metrics.csv, losses.svg, report.svg, last.safetensors, best.safetensors\n",
                options.training.out);
     return 0;

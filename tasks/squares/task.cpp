@@ -205,7 +205,7 @@ StepLoss first_step_loss(const SquaresOptions& options) {
 
 int eval(const EvalOptions& options) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
-  const nlohmann::json config = parse_json(checkpoint.config(), options.checkpoint);
+  const nlohmann::json& config = checkpoint.settings;
   tasks::check_checkpoint_task(config, "squares", options.checkpoint);
   const ModelConfig model_config = tasks::from_json(settings(), config, options.checkpoint, SquaresOptions{}).model;
   std::unique_ptr<SquaresModel> model =
