@@ -372,9 +372,10 @@ int train(const CharLMOptions& options) {
   std::vector<Tensor> no_decay;  // nanoGPT: decay the matrices, not the LayerNorm weights and biases
   for (const Tensor& p : model.parameters())
     if (p.dim() < 2) no_decay.push_back(p);
-  nn::AdamW optimizer(model.parameters(),
-                      {.lr = options.training.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = options.weight_decay},
-                      no_decay);
+  nn::AdamW optimizer(
+      model.parameters(),
+      {.lr = options.training.lr, .beta1 = 0.9, .beta2 = options.beta2, .weight_decay = options.weight_decay},
+      no_decay);
   fmt::print("GPT: {} parameters ({} layers, {} heads, width {}, block {})\n", model.num_parameters(), config.n_layer,
              config.n_head, config.n_embd, T);
 

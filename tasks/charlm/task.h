@@ -22,6 +22,7 @@ struct CharLMOptions {
   int64_t warmup_iters = 100;
   double min_lr = 1e-4;  // the cosine ends here at `iters`
   double weight_decay = 0.1;
+  double beta2 = 0.99;     // AdamW's (nanoGPT's beta2)
   double grad_clip = 1.0;  // 0: none
   nn::GPTConfig model;     // vocab_size comes from the text
 };
