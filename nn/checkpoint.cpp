@@ -13,6 +13,7 @@ namespace ag::nn {
 namespace {
 
 std::atomic<int64_t> checkpoint_files_read{0};
+std::atomic<int64_t> checkpoint_configs_parsed{0};
 
 bool starts_with_prefix(const std::string& name) { return name.rfind(kOptimizerPrefix, 0) == 0; }
 
@@ -21,7 +22,7 @@ const std::string* find_metadata(const Checkpoint& checkpoint, const std::string
   return it == checkpoint.metadata.end() ? nullptr : &it->second;
 }
 
-void check_format(const std::string& path, const Checkpoint& checkpoint) {
+void check_format(const std::string& path, Checkpoint& checkpoint) {
   const std::string* format = find_metadata(checkpoint, "format");
   AG_CHECK(format && *format == kCheckpointFormat,
            "{}: not an attograd checkpoint: metadata format is '{}', expected '{}'", path, format ? *format : "(none)",
@@ -34,8 +35,9 @@ void check_format(const std::string& path, const Checkpoint& checkpoint) {
   AG_CHECK(checkpoint.checksummed, "{}: the file is corrupt: an attograd checkpoint without its checksum", path);
   const std::string* config = find_metadata(checkpoint, "config");
   AG_CHECK(config, "{}: the checkpoint's config is missing", path);
-  AG_CHECK(parse_json(*config, fmt::format("{}: the checkpoint's config", path)).is_object(),
-           "{}: the checkpoint's config is not a JSON object", path);
+  checkpoint.settings = parse_json(*config, fmt::format("{}: the checkpoint's config", path));
+  ++checkpoint_configs_parsed;
+  AG_CHECK(checkpoint.settings.is_object(), "{}: the checkpoint's config is not a JSON object", path);
   const bool has_type = find_metadata(checkpoint, "optimizer") != nullptr;
   AG_CHECK(has_type == !checkpoint.optimizer.empty(),
            "{}: the metadata {} an optimizer type but the file has {} 'optimizer.' tensors", path,
@@ -142,6 +144,8 @@ size_t model_memory_budget(const Checkpoint& checkpoint) {
 }
 
 int64_t checkpoints_read() { return checkpoint_files_read; }
+
+int64_t configs_parsed() { return checkpoint_configs_parsed; }
 
 Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer) {
   Checkpoint checkpoint = read_checkpoint(path);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,7 @@ struct Checkpoint {
   NamedTensors model;                           // by state_dict name
   NamedTensors optimizer;                       // names without the prefix; empty if none was saved
   std::map<std::string, std::string> metadata;  // all of __metadata__
+  nlohmann::json settings;                      // the config, parsed once when the file was read: an object
   const std::string& config() const { return metadata.at("config"); }
 };
 
@@ -52,6 +54,9 @@ Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path);
 // How many checkpoint files this process has read (read_checkpoint, load): a resume reads its
 // last.safetensors once (tests/tools/resume_reads_test.cpp counts).
 int64_t checkpoints_read();
+// How many checkpoint configs this process has parsed: each once, when its file is read; a run's own
+// config is a value (TrainerOptions::config) until it is written (tests/tools/resume_reads_test.cpp).
+int64_t configs_parsed();
 
 // Builds the model a checkpoint's config describes with `build()`, allowed no more tensor memory
 // than the model tensors the file holds (times a margin for initialisation's temporaries, plus

@@ -14,6 +14,7 @@
 #include "engine/autograd.h"
 #include "engine/hash.h"
 #include "engine/json.h"
+#include "engine/ops/arithmetic.h"
 #include "nn/checkpoint.h"
 
 namespace ag::nn {
@@ -23,6 +24,14 @@ namespace {
 std::atomic<int> stop_signal{0};  // the signal that asked the run to stop, 0 if none
 
 extern "C" void request_stop(int signal) { stop_signal = signal; }
+
+// A copy of a model's state that later steps do not change.
+NamedTensors copy_of(const NamedTensors& state) {
+  NoGradGuard no_grad;
+  NamedTensors copy;
+  for (const auto& [name, tensor] : state) copy.emplace_back(name, clone(tensor));
+  return copy;
+}
 
 // PyTorch's generator (--rng torch) is not saved: its runs cannot be resumed, and say so.
 constexpr const char* kTorchGeneratorState = "torch";
@@ -165,8 +174,8 @@ void Trainer::resume(const Checkpoint& checkpoint) {
 
 void Trainer::check_same_run_kind(const Checkpoint& checkpoint) const {
   const std::string& path = checkpoint.path;
-  const nlohmann::json saved = parse_json(checkpoint.config(), path);  // an object: read_checkpoint checked
-  const nlohmann::json current = nlohmann::json::parse(options_.config.empty() ? "{}" : options_.config);
+  const nlohmann::json& saved = checkpoint.settings;  // an object: read_checkpoint checked
+  const nlohmann::json current = options_.config.is_object() ? options_.config : nlohmann::json::object();
   for (const char* key : {"task", "model"}) {
     const std::string want = current.contains(key) ? current[key].dump() : "(none)";
     const std::string got = saved.contains(key) ? saved[key].dump() : "(none)";
@@ -257,7 +266,8 @@ TrainingInterrupted Trainer::interrupted(int64_t epoch, int64_t step) {
     std::map<std::string, std::string> meta = checkpoint_metadata();
     meta["epoch_step"] = std::to_string(step);
     meta["epoch_loss_sum"] = fmt::format("{:.17g}", loss_sum_);
-    options_.files->write(RunFile::last_checkpoint, checkpoint_bytes(model_, options_.config, &optimizer_, meta));
+    options_.files->write(RunFile::last_checkpoint,
+                          checkpoint_bytes(model_, options_.config.dump(), &optimizer_, meta));
     write_config();
     kept = fmt::format("{} holds it (continue with --resume)", options_.files->where(RunFile::last_checkpoint));
   }
@@ -410,18 +420,20 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata() const {
 // The config, written after the checkpoint it describes: a run that fails before its first
 // checkpoint leaves the run's config and checkpoints as they were.
 void Trainer::write_config() const {
-  if (!options_.config.empty())
-    options_.files->write(RunFile::config, nlohmann::json::parse(options_.config).dump(2) + "\n");
+  if (!options_.config.is_null()) options_.files->write(RunFile::config, options_.config.dump(2) + "\n");
 }
 
 void Trainer::save_epoch(const EpochRecord& record, bool best) {
   epoch_start_shuffle_ = shuffle_.state();  // the next epoch starts from here
   std::map<std::string, std::string> meta = checkpoint_metadata();
   meta["epoch"] = std::to_string(record.epoch);
-  const std::string checkpoint = checkpoint_bytes(model_, options_.config, &optimizer_, meta);
+  const std::string checkpoint = checkpoint_bytes(model_, options_.config.dump(), &optimizer_, meta);
   options_.files->write(RunFile::last_checkpoint, checkpoint);
   write_config();
-  if (best) options_.files->write(RunFile::best_checkpoint, checkpoint);
+  if (best) {
+    options_.files->write(RunFile::best_checkpoint, checkpoint);
+    best_ = BestModel{record.epoch, copy_of(model_.state_dict())};
+  }
   write_metrics();
   saved_ = position(record.epoch, steps_in_epoch(record.epoch));
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,7 +108,7 @@ struct TrainerOptions {
   RngStyle shuffle_rng = RngStyle::attograd;
   RunFiles* files = nullptr;  // the run's config, metrics and checkpoints; nothing written if null
   bool progress = true;       // the bar on stderr, only when stderr is a terminal
-  std::string config;         // JSON text stored in checkpoints
+  nlohmann::json config{};    // the run's settings (an object), stored in checkpoints and config.json
   std::map<std::string, std::string> checkpoint_metadata;  // e.g. the vocabulary
   // > 0: after this process's first kProfileWarmupSteps steps, the next profile_steps are profiled
   // by op (engine/profile.h), and profile_ready gets the table (with a line saying which steps) when
@@ -142,6 +143,12 @@ class TrainingInterrupted : public Error {
   int signal;  // the process should exit with 128 + signal
 };
 
+// The best epoch's model state (as best.safetensors holds it), kept in memory for the end of a run.
+struct BestModel {
+  int64_t epoch = 0;
+  NamedTensors state;
+};
+
 class Trainer {
  public:
   Trainer(Module& model, Optimizer& optimizer, TrainTask& task, TrainerOptions options);
@@ -155,6 +162,8 @@ class Trainer {
   // The wall time of each training step of this process (batch, forward, backward, step): not
   // written to any file, so that files stay the same bytes from run to run.
   const std::vector<double>& step_seconds() const { return step_seconds_; }
+  // The best epoch this process saved (nothing when none of its epochs beat a resumed run's best).
+  const std::optional<BestModel>& best() const { return best_; }
 
  private:
   void check_same_run_kind(const Checkpoint& checkpoint) const;
@@ -194,6 +203,7 @@ class Trainer {
   double loss_sum_ = 0;  // of the current epoch's steps so far
   std::string saved_;    // the position this run's last.safetensors holds ("" before it writes one)
   std::vector<double> step_seconds_;
+  std::optional<BestModel> best_;
   std::optional<Profiler> profiler_;  // while this process's steps are profiled (TrainerOptions::profile_steps)
   dist::Shard shard_;                 // this process's part of each batch
   std::unique_ptr<dist::GradientReducer> reducer_;  // with more than one rank

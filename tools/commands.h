@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <vector>
 
+#include "tasks/common/run_dir.h"
 #include "tasks/common/training.h"
 
 namespace ag::cli {
@@ -25,22 +26,20 @@ std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, senti
 
 // --precision f32|bf16 on `eval`, `predict` and `sample` (after either subcommand of eval and
 // predict): each of their commands then runs under ag::AutocastGuard. `train` has its own, recorded
-// in config.json (add_training_flags).
+// in config.json (its settings table).
 void add_precision_flags(CLI::App& app, std::vector<Command>& commands);
 
-// The flags every `train <task>` takes, with the task's defaults shown. Returns --lr, whose default
-// may depend on other flags.
-CLI::Option* add_training_flags(CLI::App* app, tasks::TrainingOptions& options, const std::string& lr_help,
-                                bool epochs = true);
+// The flags of every `train <task>` that are not settings, for this process only: --out, --resume,
+// --quiet, --max-memory, --trace-backward, --detect-anomaly, --profile (the settings' flags come
+// from the task's table: settings_flags.h).
+void add_run_flags(CLI::App* app, tasks::TrainingOptions& options);
 // --max-memory MB (train, eval g2p, predict g2p): "`what` is above this many MB (default: the memory
 // available)"; tasks::check_memory or check_memory_quietly refuses what would not fit.
 void add_max_memory_flag(CLI::App* app, int64_t& max_memory_mb, const std::string& what);
 
-// Opens the run folder (training.run_dir; with --resume, its last.safetensors read once). Resuming,
-// each flag of `app` not given takes the value its setting has in the checkpoint's config, so
-// `train TASK --resume OUT` goes on as the run began, and --out defaults to OUT. A flag given with
-// another value than the checkpoint's is refused by the run folder's resume table (run_dir.h).
-void carry_over_settings(CLI::App* app, tasks::TrainingOptions& training);
+// What a resume may change, from the tables of every task's settings: `train --help` prints it
+// (text), tasks/README.md holds it (markdown; a test compares).
+std::string resume_table(tasks::TableFormat format);
 
 // The whole program: parses argv, runs the chosen subcommand, returns the exit code. parse_only
 // stops after parsing and checking the flags (the fuzz target drives it so, writing no files).

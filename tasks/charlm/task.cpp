@@ -143,23 +143,6 @@ void check_model_config(const nn::GPTConfig& c, const std::string& source) {
            source, c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd, c.dropout);
 }
 
-nlohmann::json model_json(const nn::GPTConfig& c) {
-  return {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
-          {"n_embd", c.n_embd},         {"dropout", c.dropout},       {"bias", c.bias}};
-}
-
-nn::GPTConfig model_config_of(const nlohmann::json& config, const std::string& source) {
-  const nn::GPTConfig c{.vocab_size = tasks::config_whole(config, "vocab_size", source),
-                        .block_size = tasks::config_whole(config, "block_size", source),
-                        .n_layer = tasks::config_whole(config, "n_layer", source),
-                        .n_head = tasks::config_whole(config, "n_head", source),
-                        .n_embd = tasks::config_whole(config, "n_embd", source),
-                        .dropout = tasks::config_number(config, "dropout", source),
-                        .bias = tasks::config_bool(config, "bias", source)};
-  check_model_config(c, source);
-  return c;
-}
-
 // Note [memory estimate] for the GPT, in f32 values: a training step's peak is what the forward
 // leaves for the backward (the backward frees saved tensors about as fast as it makes gradients),
 // per layer 18·B·T·C (the layer norms' outputs, q, k, v, the attention's output and its copy, the
@@ -190,21 +173,19 @@ tasks::MemoryEstimate memory_estimate(const nn::GPTConfig& c, const tasks::Train
                                        c.block_size, c.vocab_size)};
 }
 
-std::string task_settings(const CharLMOptions& o, const nn::GPTConfig& model, const Text& text) {
-  nlohmann::json settings = model_json(model);
-  settings.update({{"task", "charlm"},
-                   {"model", "gpt"},
-                   {"data", tasks::recorded_data_path(text.path)},
-                   {"data_chars", text.chars.size()},
-                   {"data_sha256", text.sha256},
-                   {"iters", o.iters},
-                   {"eval_interval", o.eval_interval},
-                   {"warmup_iters", o.warmup_iters},
-                   {"min_lr", o.min_lr},
-                   {"weight_decay", o.weight_decay},
-                   {"grad_clip", o.grad_clip},
-                   {"optimizer", "AdamW"}});
-  return settings.dump();
+// The run's config: the table's settings of `options` as trained (`model` with the text's vocabulary,
+// `epochs` the evaluations), the text it read, and what it derives from it.
+nlohmann::json run_settings(CharLMOptions options, const nn::GPTConfig& model, const Text& text, int64_t epochs) {
+  options.model = model;
+  options.data = tasks::recorded_data_path(text.path);
+  options.training.epochs = epochs;
+  nlohmann::json config = tasks::to_json(settings(), options);
+  config.update({{"task", "charlm"},
+                 {"model", "gpt"},
+                 {"optimizer", "AdamW"},
+                 {"data_chars", text.chars.size()},
+                 {"data_sha256", text.sha256}});
+  return config;
 }
 
 // A trained model and what it needs to read text: the checkpoint's config and vocabulary.
@@ -216,11 +197,12 @@ struct Trained {
 
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-  nlohmann::json config = parse_json(checkpoint.config(), path);
+  nlohmann::json config = checkpoint.settings;
   tasks::check_checkpoint_task(config, "charlm", path);
   AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint has no vocabulary", path);
   Vocabulary vocabulary = Vocabulary::from_utf8(checkpoint.metadata.at("vocabulary"), path);
-  const nn::GPTConfig model_config = model_config_of(config, path);
+  const nn::GPTConfig model_config = tasks::from_json(settings(), config, path, CharLMOptions{}).model;
+  check_model_config(model_config, path);
   AG_CHECK(model_config.vocab_size == vocabulary.size(), "{}: vocab_size {} but a vocabulary of {} characters", path,
            model_config.vocab_size, vocabulary.size());
   auto model = nn::build_from_config(checkpoint, path, [&] { return std::make_unique<nn::GPT>(model_config); });
@@ -390,9 +372,10 @@ int train(const CharLMOptions& options) {
   std::vector<Tensor> no_decay;  // nanoGPT: decay the matrices, not the LayerNorm weights and biases
   for (const Tensor& p : model.parameters())
     if (p.dim() < 2) no_decay.push_back(p);
-  nn::AdamW optimizer(model.parameters(),
-                      {.lr = options.training.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = options.weight_decay},
-                      no_decay);
+  nn::AdamW optimizer(
+      model.parameters(),
+      {.lr = options.training.lr, .beta1 = 0.9, .beta2 = options.beta2, .weight_decay = options.weight_decay},
+      no_decay);
   fmt::print("GPT: {} parameters ({} layers, {} heads, width {}, block {})\n", model.num_parameters(), config.n_layer,
              config.n_head, config.n_embd, T);
 
@@ -403,15 +386,16 @@ int train(const CharLMOptions& options) {
   tasks::TrainingOptions training = options.training;
   training.epochs = (options.iters + options.eval_interval - 1) / options.eval_interval;  // evaluations
   const int64_t tokens_per_step = training.batch_size * T;
-  const std::optional<tasks::TrainedRun> trained = tasks::run_training(
-      model, optimizer, task, training, tasks::config_json(training, task_settings(options, config, text)),
-      {{"vocabulary", vocabulary.to_utf8()}}, [&](nn::TrainerOptions& t) {
-        t.steps_per_epoch = options.eval_interval;
-        t.max_steps = options.iters;
-        t.lr_schedule = [options](int64_t iter) { return learning_rate(iter, options); };
-        t.clip_grad_norm = options.grad_clip;
-        t.tokens_per_step = tokens_per_step;
-      });
+  const std::optional<tasks::TrainedRun> trained =
+      tasks::run_training(model, optimizer, task, training,
+                          tasks::run_config(run_settings(options, config, text, training.epochs), settings()),
+                          {{"vocabulary", vocabulary.to_utf8()}}, [&](nn::TrainerOptions& t) {
+                            t.steps_per_epoch = options.eval_interval;
+                            t.max_steps = options.iters;
+                            t.lr_schedule = [options](int64_t iter) { return learning_rate(iter, options); };
+                            t.clip_grad_norm = options.grad_clip;
+                            t.tokens_per_step = tokens_per_step;
+                          });
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
   const std::vector<nn::EpochRecord>& history = trained->history;
   const std::vector<double>& step_seconds = trained->step_seconds;

@@ -22,9 +22,13 @@ struct CharLMOptions {
   int64_t warmup_iters = 100;
   double min_lr = 1e-4;  // the cosine ends here at `iters`
   double weight_decay = 0.1;
+  double beta2 = 0.99;     // AdamW's (nanoGPT's beta2)
   double grad_clip = 1.0;  // 0: none
   nn::GPTConfig model;     // vocab_size comes from the text
 };
+
+// The settings of `train charlm`, one row each (settings.cpp): its flags, config.json, the resume rules.
+const std::vector<tasks::Setting<CharLMOptions>>& settings();
 
 // nanoGPT's get_lr: linear warm-up to lr over warmup_iters, then cosine down to min_lr at iters.
 double learning_rate(int64_t iter, const CharLMOptions& options);

@@ -47,6 +47,13 @@ int64_t config_whole(const nlohmann::json& config, const std::string& key, const
   return value ? value->get<int64_t>() : *fallback;
 }
 
+uint64_t config_unsigned(const nlohmann::json& config, const std::string& key, const std::string& path) {
+  return config_entry(
+             config, key, path, false, "a whole number in [0, 2^64)",
+             [](const nlohmann::json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v >= 0); })
+      ->get<uint64_t>();
+}
+
 double config_number(const nlohmann::json& config, const std::string& key, const std::string& path,
                      std::optional<double> fallback) {
   const nlohmann::json* value =

@@ -17,6 +17,7 @@ std::string config_string(const nlohmann::json& config, const std::string& key, 
                           std::optional<std::string> fallback = {});
 int64_t config_whole(const nlohmann::json& config, const std::string& key, const std::string& path,
                      std::optional<int64_t> fallback = {});
+uint64_t config_unsigned(const nlohmann::json& config, const std::string& key, const std::string& path);
 double config_number(const nlohmann::json& config, const std::string& key, const std::string& path,
                      std::optional<double> fallback = {});
 bool config_bool(const nlohmann::json& config, const std::string& key, const std::string& path);

@@ -16,58 +16,41 @@
 
 namespace ag::tasks {
 
-const std::map<std::string, std::string>& settings_named_otherwise() {
-  static const std::map<std::string, std::string> flags = {{"task", "the command, train <task>"},
-                                                           {"n_layer", "--layers"},
-                                                           {"n_head", "--heads"},
-                                                           {"n_embd", "--width"},
-                                                           {"model", "--model or --heads"},
-                                                           {"vocab_size", "--data"},
-                                                           {"data_chars", "--data"},
-                                                           {"data_sha256", "--data, whose content differs"},
-                                                           {"tokenizer", "--dataset"},
-                                                           {"embedding_std", "--dataset"},
-                                                           {"source_vocab", "--data"},
-                                                           {"target_vocab", "--data or --stress"},
-                                                           {"data_words", "--data"}};
-  return flags;
+namespace {
+
+// One row of the table: the setting, then what happens on --resume.
+std::string table_row(const std::string& setting, const std::string& rule, TableFormat format) {
+  if (format == TableFormat::markdown) {
+    std::string cell;  // a '|' in the rule is the cell's, not a column's
+    for (const char c : rule) cell += c == '|' ? std::string("\\|") : std::string(1, c);
+    return fmt::format("| `{}` | {} |\n", setting, cell);
+  }
+  return fmt::format("  {:<17} {}\n", setting, rule);
 }
 
-std::string flag_of_setting(const std::string& key) {
-  const auto it = settings_named_otherwise().find(key);
-  if (it != settings_named_otherwise().end()) return it->second;
-  std::string flag = "--" + key;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
+}  // namespace
 
-// Settings a resumed run may change; each change is applied and recorded in the config's
-// "resumed" list. Every other setting must be the checkpoint's: the CLI carries them over.
-const std::vector<ResumeRule>& resume_rules() {
-  static const std::vector<ResumeRule> rules = {
-      {"epochs", "may grow past the epochs done (else the run trains nothing: exit 1); recorded"},
-      {"iters",
-       "(charlm) may grow past the evaluation intervals done x eval_interval; the cosine schedule then decays to the "
-       "new end, from the next step; recorded"},
-      {"threads", "may change; recorded (bit-identity with an uninterrupted run needs the same count)"},
-      {"ranks",
-       "(mpirun -np N) may change: a checkpoint does not depend on how a batch is split; recorded (bit-identity "
-       "needs the same split)"},
-      {"micro_batches", "may change, as ranks; recorded"},
-      {"precision", "(--precision f32|bf16) may change: checkpoints are f32 either way; recorded"},
-      {"attograd_version", "may change: a newer build continues an older run; recorded"}};
-  return rules;
-}
-
-std::string resume_table() {
-  std::string table = "On --resume, by setting of config.json (whatever its flag is called):\n";
-  for (const ResumeRule& rule : resume_rules()) table += fmt::format("  {:<17} {}\n", rule.setting, rule.on_resume);
-  table += fmt::format("  {:<17} {}\n", "any other",
-                       "carried over from the checkpoint when its flag is not given; another value is refused, naming "
-                       "the setting, its flag and both values (a new run goes into another --out)");
-  table +=
-      "Not settings, for this process only: --out (defaults to the resumed folder; another one is claimed like a new "
-      "run's), --quiet, --trace-backward, --detect-anomaly, --profile, --max-memory, --report-memory.";
+std::string resume_table(const std::vector<SettingName>& common,
+                         const std::vector<std::pair<std::string, std::vector<SettingName>>>& tasks,
+                         TableFormat format) {
+  const bool text = format == TableFormat::text;
+  std::string table = text ? "On --resume, by setting of config.json (whatever its flag is called):\n"
+                           : "| setting | on `--resume` |\n|---|---|\n";
+  for (const SettingName& s : common)
+    if (s.on_resume == OnResume::may_change) table += table_row(s.key, s.resume_note, format);
+  for (const auto& [task, names] : tasks)
+    for (const SettingName& s : names)
+      if (s.on_resume == OnResume::may_change &&
+          std::none_of(common.begin(), common.end(), [&](const SettingName& c) { return c.key == s.key; }))
+        table += table_row(s.key, fmt::format("({}) {}", task, s.resume_note), format);
+  const std::string other =
+      "carried over from the checkpoint when its flag is not given; another value is refused, naming the setting, "
+      "its flag and both values (a new run goes into another --out)";
+  table += text ? table_row("any other", other, format) : fmt::format("| any other | {} |\n", other);
+  if (text)
+    table +=
+        "Not settings, for this process only: --out (defaults to the resumed folder; another one is claimed like a "
+        "new run's), --quiet, --trace-backward, --detect-anomaly, --profile, --max-memory, --report-memory.";
   return table;
 }
 
@@ -86,11 +69,6 @@ const char* file_name(nn::RunFile file) {
       return "best.safetensors";
   }
   fail("run folder: unknown file {}", static_cast<int>(file));
-}
-
-bool may_change_on_resume(const std::string& setting) {
-  const std::vector<ResumeRule>& rules = resume_rules();
-  return std::any_of(rules.begin(), rules.end(), [&](const ResumeRule& rule) { return setting == rule.setting; });
 }
 
 // Refuses an --out folder that holds files but no attograd run (no config.json): the user's own
@@ -114,11 +92,11 @@ void check_empty_or_a_run(const std::string& out) {
 }
 
 // Refuses an --out folder that holds another task's run (by its config.json).
-void check_not_another_run(const std::string& out, const std::string& config) {
+void check_not_another_run(const std::string& out, const nlohmann::json& config) {
   const std::string path = out + "/" + file_name(nn::RunFile::config);
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return;
-  const std::string task = nlohmann::json::parse(config).value("task", "");
+  const std::string task = config.value("task", "");
   nlohmann::json there;
   try {
     there = nlohmann::json::parse(read_file(path));
@@ -178,27 +156,30 @@ void check_no_input_replaced(const std::string& out, const std::string& resumed)
     check_not_an_input(out + "/" + file_name(file));
 }
 
-}  // namespace
-
-RunDir::RunDir(const std::string& resume) : resumed_folder_(resume) {
-  if (resume.empty()) return;
-  const std::string path = resume + "/" + file_name(nn::RunFile::last_checkpoint);
-  checkpoint_ = nn::read_checkpoint(path);
-  checkpoint_config_ = parse_json(checkpoint_->config(), path);  // an object: read_checkpoint checked
-  if (epochs_done() > 0) resumed_best_ = read_resumed_best();
-}
-
-int64_t RunDir::epochs_done() const {
+// The epochs a training checkpoint was saved after.
+int64_t epoch_of(const nn::Checkpoint& checkpoint) {
   try {
-    return std::stoll(checkpoint().metadata.at("epoch"));
+    return std::stoll(checkpoint.metadata.at("epoch"));
   } catch (const std::exception&) {
-    fail("{}/last.safetensors: not a training checkpoint (no epoch count in its metadata)", resumed_folder_);
+    fail("{}: not a training checkpoint (no epoch count in its metadata)", checkpoint.path);
   }
 }
 
+}  // namespace
+
+RunDir::RunDir(const std::string& resume, std::vector<SettingName> settings)
+    : settings_(std::move(settings)), resumed_folder_(resume) {
+  if (resume.empty()) return;
+  const std::string path = resume + "/" + file_name(nn::RunFile::last_checkpoint);
+  checkpoint_ = nn::read_checkpoint(path);
+  if (epochs_done() > 0) resumed_best_ = read_resumed_best();
+}
+
+int64_t RunDir::epochs_done() const { return epoch_of(checkpoint()); }
+
 // The resumed run's best epoch, read and checked before any training: the end of the run reads it
 // (g2p's test, UCI's report), and a run resumed into another --out carries it there.
-std::string RunDir::read_resumed_best() const {
+std::string RunDir::read_resumed_best() {
   const std::string best = resumed_folder_ + "/" + file_name(nn::RunFile::best_checkpoint);
   std::error_code error;
   AG_CHECK(std::filesystem::exists(std::filesystem::symlink_status(best, error)),
@@ -206,8 +187,9 @@ std::string RunDir::read_resumed_best() const {
            "them from there: put it back, or start a new run in another --out",
            resumed_folder_, best, epochs_done());
   std::string bytes = read_file(best, "checkpoint");
-  nn::parse_checkpoint(bytes, best);
+  nn::Checkpoint checkpoint = nn::parse_checkpoint(bytes, best);
   note_input(best);
+  resumed_best_model_ = nn::BestModel{epoch_of(checkpoint), std::move(checkpoint.model)};
   return bytes;
 }
 
@@ -217,31 +199,33 @@ const nn::Checkpoint& RunDir::checkpoint() const {
 }
 
 bool RunDir::continues(const std::string& task, const std::string& model) const {
-  const nlohmann::json& config = checkpoint_config_;
-  return resuming() && config.value("task", nlohmann::json()) == task &&
+  if (!resuming()) return false;
+  const nlohmann::json& config = checkpoint_->settings;
+  return config.value("task", nlohmann::json()) == task &&
          (model.empty() || config.value("model", nlohmann::json()) == model);
 }
 
-std::optional<RunDir::Carried> RunDir::carried_over(const std::string& flag, const std::string& task,
-                                                    const std::string& model) const {
-  const nlohmann::json& config = checkpoint_config_;
-  if (!flag.starts_with("--") || !continues(task, model)) return std::nullopt;
-  std::string key = flag.substr(2);
-  std::replace(key.begin(), key.end(), '-', '_');
-  // A flag that is the one flag of a setting named otherwise (--layers: n_layer); not --data, which
-  // many derived settings name.
-  const auto& named = settings_named_otherwise();
-  const auto sets = [&](const auto& entry) { return entry.second == flag; };
-  if (!config.contains(key) && std::count_if(named.begin(), named.end(), sets) == 1)
-    key = std::find_if(named.begin(), named.end(), sets)->first;
-  if (!config.contains(key) || config[key] == "") return std::nullopt;  // "": the default (seed 002's data)
-  return Carried{key, config[key].is_string() ? config[key].get<std::string>() : config[key].dump()};
+bool RunDir::carries(const std::string& key) const {
+  const nlohmann::json& config = checkpoint().settings;
+  return config.contains(key) && config[key] != "";
 }
 
-std::string RunDir::resumed_config(const std::string& config, const nn::TrainerOptions& trainer) const {
+std::string RunDir::flag_of(const std::string& key) const {
+  for (const SettingName& s : settings_)
+    if (s.key == key) return s.flag;
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+bool RunDir::may_change(const std::string& key) const {
+  return std::any_of(settings_.begin(), settings_.end(),
+                     [&](const SettingName& s) { return s.key == key && s.on_resume == OnResume::may_change; });
+}
+
+nlohmann::json RunDir::resumed_config(nlohmann::json current, const nn::TrainerOptions& trainer) const {
   const std::string& folder = resumed_folder_;
-  const nlohmann::json& saved = checkpoint_config_;
-  nlohmann::json current = nlohmann::json::parse(config);
+  const nlohmann::json& saved = checkpoint().settings;
   nlohmann::json changed = nlohmann::json::object();
   std::vector<std::string> keys = {"task", "model"};  // first: other keys differ when these do
   for (const char* key : {"data", "data_sha256"})     // then the data: its counts differ when its content does
@@ -250,23 +234,23 @@ std::string RunDir::resumed_config(const std::string& config, const nn::TrainerO
     if (std::find(keys.begin(), keys.end(), key) == keys.end() && key != "resumed") keys.push_back(key);
   for (const std::string& key : keys) {
     const nlohmann::json value = saved.value(key, nlohmann::json("(none)"));
-    const std::string now = current.contains(key) ? current[key].dump() : "(none)";
-    if (now == value.dump() || same_data_file(key, value, current)) continue;
+    const nlohmann::json now = current.value(key, nlohmann::json("(none)"));
+    if (now == value || same_data_file(key, value, current)) continue;
     AG_CHECK(key != "data_sha256",
              "--resume {}: cannot resume: the data {} changed since the run began: its sha256 is {}, the run "
              "recorded {}; resume with the run's data, or start a new run in another --out",
-             folder, printable(current.value("data", "")), printable(now), printable(value.dump()));
-    AG_CHECK(may_change_on_resume(key),
+             folder, printable(current.value("data", "")), printable(now.dump()), printable(value.dump()));
+    AG_CHECK(may_change(key),
              "--resume {}: cannot resume: the checkpoint's {} is {}, this run's is {} (set by {}); a resumed run "
              "keeps the checkpoint's settings: leave the flag out, or start a new run in another --out",
-             folder, key, printable(value.dump()), printable(now), flag_of_setting(key));
+             folder, key, printable(value.dump()), printable(now.dump()), flag_of(key));
     changed[key] = {{"from", value}, {"to", current[key]}};
   }
   for (const auto& [key, _] : current.items())  // data_sha256: a run older than the digest has none
-    AG_CHECK(saved.contains(key) || may_change_on_resume(key) || key == "data_sha256",
+    AG_CHECK(saved.contains(key) || may_change(key) || key == "data_sha256",
              "{}/last.safetensors: the checkpoint's config has no \"{}\" (the setting of {}), so it does not say "
              "what the run it continues had (damaged or edited?); start a new run in another --out",
-             folder, key, flag_of_setting(key));
+             folder, key, flag_of(key));
   const int64_t done = epochs_done();
   if (trainer.steps_per_epoch > 0)
     AG_CHECK(trainer.epochs > done,
@@ -282,10 +266,10 @@ std::string RunDir::resumed_config(const std::string& config, const nn::TrainerO
       saved.contains("resumed") && saved["resumed"].is_array() ? saved["resumed"] : nlohmann::json::array();
   if (!changed.empty()) current["resumed"].push_back({{"after_epoch", done}, {"changed", changed}});
   if (current["resumed"].empty()) current.erase("resumed");
-  return current.dump();
+  return current;
 }
 
-void RunDir::claim(const std::string& out, const std::string& config) {
+void RunDir::claim(const std::string& out, const nlohmann::json& config) {
   check_no_input_replaced(out, resuming() ? resumed_folder_ : "");
   create_output_folder(out);
   // Locked before the folder is judged: a run writing there is named, not its half-written files.

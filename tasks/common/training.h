@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/trainer.h"
+#include "tasks/common/settings.h"
 
 namespace ag::tasks {
 
@@ -41,9 +42,23 @@ std::string version();
 // True for "bf16", false for "f32"; anything else is an error naming --precision.
 bool precision_is_bf16(const std::string& precision);
 
-// The common settings, the thread count and the version merged into a task's settings
-// (a JSON object as text): the config stored in config.json and every checkpoint.
-std::string config_json(const TrainingOptions& options, const std::string& task_settings);
+// The settings every task shares, the first rows of each task's table (settings.h): `lr_help` names
+// the task's optimizer; without `epochs_flag` the epochs are counted by the task (charlm's
+// evaluations) and --epochs is no flag. Then the process's: ranks, threads, the version.
+std::vector<Setting<TrainingOptions>> common_settings(const std::string& lr_help, bool epochs_flag = true);
+
+// A run's config: the task's settings (its table's to_json and what it derives from the data) with
+// the process's ranks, thread count and version, stored in config.json and every checkpoint, and the
+// table's rows, which name each setting's flag and resume rule.
+struct RunConfig {
+  nlohmann::json settings;
+  std::vector<SettingName> names;
+};
+nlohmann::json with_process_settings(nlohmann::json settings);
+template <class Options>
+RunConfig run_config(nlohmann::json settings, const std::vector<Setting<Options>>& table) {
+  return {with_process_settings(std::move(settings)), setting_names(table)};
+}
 
 // What a task sets in the Trainer's options beyond the common flags (steps per epoch, an lr
 // schedule, clipping: nn::TrainerOptions).
@@ -54,6 +69,8 @@ struct TrainedRun {
   std::vector<nn::EpochRecord> history;  // the whole run's, a resumed run's earlier epochs included
   std::vector<double> step_seconds;      // the wall time of each step this process ran
   std::shared_ptr<RunDir> folder;        // the run folder: the task writes its plots through it
+  // The best epoch's model, as best.safetensors holds it (nothing without --out: no checkpoints).
+  std::optional<nn::BestModel> best;
 };
 
 // Runs the Trainer. With options.resume it continues that folder's last.safetensors, the config
@@ -65,7 +82,7 @@ struct TrainedRun {
 // With options.profile_steps, the profile's table goes to stderr when its steps are done, and into
 // OUT/profile.txt when the run ends.
 std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimizer, nn::TrainTask& task,
-                                       const TrainingOptions& options, const std::string& config,
+                                       const TrainingOptions& options, const RunConfig& config,
                                        const std::map<std::string, std::string>& checkpoint_metadata = {},
                                        const TrainerSettings& settings = {});
 

@@ -187,52 +187,19 @@ class G2PTask : public nn::TrainTask {
   int64_t tokens_ = 0;
 };
 
-nlohmann::json model_json(const ModelConfig& c) {
-  return {{"source_vocab", c.source_vocab},
-          {"target_vocab", c.target_vocab},
-          {"d_model", c.d_model},
-          {"heads", c.heads},
-          {"enc_layers", c.encoder_layers},
-          {"dec_layers", c.decoder_layers},
-          {"ff", c.feed_forward},
-          {"dropout", c.dropout},
-          {"max_len", c.max_len}};
-}
-
-ModelConfig model_config_of(const nlohmann::json& config, const std::string& source) {
-  const auto whole = [&](const char* key) { return tasks::config_whole(config, key, source); };
-  return {.source_vocab = whole("source_vocab"),
-          .target_vocab = whole("target_vocab"),
-          .d_model = whole("d_model"),
-          .heads = whole("heads"),
-          .encoder_layers = whole("enc_layers"),
-          .decoder_layers = whole("dec_layers"),
-          .feed_forward = whole("ff"),
-          .dropout = tasks::config_number(config, "dropout", source),
-          .max_len = whole("max_len")};
-}
-
-std::string task_settings(const G2POptions& o, const ModelConfig& model, const Lexicon& lexicon) {
-  // data_words, data_sha256: a resume refuses data that changed since the run began; eval notes
-  // other data.
-  nlohmann::json settings = model_json(model);
-  settings.update({{"task", "g2p"},
-                   {"model", "transformer"},
-                   {"preset", o.preset},
-                   {"data", tasks::recorded_data_path(o.data)},  // "": CMUdict from the data cache
-                   {"data_words", lexicon.words.size()},
-                   {"data_sha256", tasks::data_file_sha256(lexicon.path)},
-                   {"stress", o.stress},
-                   {"min_lr", o.min_lr},
-                   {"warmup_frac", o.warmup_frac},
-                   {"label_smoothing", o.label_smoothing},
-                   {"clip", o.clip},
-                   {"max_extra", o.max_extra},
-                   {"beam", o.beam},  // the test set's decoder: its figures depend on it
-                   {"train_fraction", o.train_fraction},
-                   {"eval_limit", o.eval_limit},
-                   {"optimizer", "Adam"}});
-  return settings.dump();
+// The run's config: the table's settings of `options` with the model as built (`model`: the data's
+// vocabularies), the data it read (data_words, data_sha256: a resume refuses data that changed since
+// the run began; eval notes other data).
+nlohmann::json run_settings(G2POptions options, const ModelConfig& model, const Lexicon& lexicon) {
+  options.model = model;
+  options.data = tasks::recorded_data_path(options.data);  // "": CMUdict from the data cache
+  nlohmann::json config = tasks::to_json(settings(), options);
+  config.update({{"task", "g2p"},
+                 {"model", "transformer"},
+                 {"optimizer", "Adam"},
+                 {"data_words", lexicon.words.size()},
+                 {"data_sha256", tasks::data_file_sha256(lexicon.path)}});
+  return config;
 }
 
 // A trained model and what it needs to read words: the checkpoint's config and symbols.
@@ -244,13 +211,13 @@ struct Trained {
 
 Trained load_trained(const std::string& path) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-  nlohmann::json config = parse_json(checkpoint.config(), path);
+  nlohmann::json config = checkpoint.settings;
   tasks::check_checkpoint_task(config, "g2p", path);
   for (const char* key : {"source_symbols", "target_symbols"})
     AG_CHECK(checkpoint.metadata.count(key), "{}: the checkpoint has no {}", path, key);
   Symbols source = Symbols::from_json(checkpoint.metadata.at("source_symbols"), path);
   Symbols target = Symbols::from_json(checkpoint.metadata.at("target_symbols"), path);
-  const ModelConfig model_config = model_config_of(config, path);
+  const ModelConfig model_config = tasks::from_json(settings(), config, path, G2POptions{}).model;
   AG_CHECK(model_config.source_vocab == source.size() && model_config.target_vocab == target.size(),
            "{}: the config's vocabularies ({}, {}) differ from the symbols it stores ({}, {})", path,
            model_config.source_vocab, model_config.target_vocab, source.size(), target.size());
@@ -484,8 +451,7 @@ int train(const G2POptions& options) {
                       options.training.max_memory_mb);
   G2PTask task(model, std::move(pairs), std::move(validation), options);
   const std::optional<tasks::TrainedRun> trained = tasks::run_training(
-      model, optimizer, task, options.training,
-      tasks::config_json(options.training, task_settings(options, config, lexicon)),
+      model, optimizer, task, options.training, tasks::run_config(run_settings(options, config, lexicon), settings()),
       {{"source_symbols", source.to_json()}, {"target_symbols", target.to_json()}}, [&](nn::TrainerOptions& t) {
         t.lr_schedule = [&options, total_steps](int64_t step) {
           return learning_rate(step, total_steps, options.training.lr, options.min_lr, options.warmup_frac);
@@ -505,10 +471,9 @@ int train(const G2POptions& options) {
 
   // The test set, with the epoch of the best validation WER.
   const std::string best = trained->folder->where(nn::RunFile::best_checkpoint);
-  const nn::Checkpoint loaded = nn::load(best, model);
+  model.load_state_dict(trained->best->state);  // kept in memory: best is not read back
   model.eval();
-  fmt::print("best epoch {} (lowest validation WER) -> {}\n",
-             loaded.metadata.count("epoch") ? loaded.metadata.at("epoch") : "?", best);
+  fmt::print("best epoch {} (lowest validation WER) -> {}\n", trained->best->epoch, best);
   // Ctrl-C here stops the decoding (minutes on CMUdict); the run's files are whole already.
   const auto stop_if_asked = [&](int64_t) {
     nn::stop_if_signalled(

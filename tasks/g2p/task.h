@@ -31,6 +31,11 @@ struct G2POptions {
   bool report = true;           // OUT/report.svg
 };
 
+// The settings of `train g2p`, one row each (settings.cpp): its flags, config.json, the resume rules;
+// and the defaults of the sizes not given: `chosen`'s --preset's.
+const std::vector<tasks::Setting<G2POptions>>& settings();
+G2POptions preset_defaults(const G2POptions& chosen);
+
 struct EvalOptions {
   std::string checkpoint;
   std::string data{};          // empty: the data the checkpoint was trained on

@@ -34,21 +34,6 @@
 
 namespace ag::sentiment {
 
-SentimentOptions uci_defaults() {
-  SentimentOptions o;
-  o.training.epochs = 20;
-  o.training.lr = 2e-3;
-  o.training.batch_size = 32;
-  o.training.out = "runs/sentiment-uci";
-  o.dataset = "uci";
-  o.dim = 64;
-  o.weight_decay = 0.01;
-  o.batching = "length";
-  o.dropout = 0.7;
-  o.lr_schedule = "cosine";
-  return o;
-}
-
 namespace {
 
 // The UCI corpus's embeddings start at N(0, 0.02²), the peer's choice (RESULTS.md §8, note 1);
@@ -241,30 +226,20 @@ ClassifierConfig classifier_config(const SentimentOptions& o, int64_t vocab_size
           .embedding_std = is_uci(o) ? kUciEmbeddingStd : 1.0};
 }
 
-std::string task_settings(const SentimentOptions& o, const Vocabulary& vocab) {
-  nlohmann::json settings;
-  settings["task"] = "sentiment";
-  settings["model"] = o.heads > 0 ? "multihead" : "selfattn";
-  settings["heads"] = o.heads;
-  settings["vocab_size"] = vocab.size();
-  settings["dim"] = o.dim;
-  settings["data"] = tasks::recorded_data_path(o.data);
+// The run's config: the table's settings and what the task derives from them and the data.
+nlohmann::json run_settings(SentimentOptions o, const Vocabulary& vocab) {
   // The file's content as read, so --resume and eval notice a file rewritten in place (the UCI
   // corpus is pinned: tasks::read_corpus checks it).
-  if (!o.data.empty()) settings["data_sha256"] = tasks::data_file_sha256(o.data);
-  settings["val_fraction"] = o.val_fraction;
-  settings["optimizer"] = "AdamW";
-  settings["weight_decay"] = o.weight_decay;
-  if (is_uci(o) || o.lr_schedule != "constant") settings["lr_schedule"] = o.lr_schedule;
-  if (is_uci(o)) {  // seed 002's config stays as it was
-    settings["dataset"] = o.dataset;
-    settings["tokenizer"] = tokenizer_name(vocab.tokenizer());
-    settings["min_count"] = o.min_count;
-    settings["dropout"] = o.dropout;
-    settings["embedding_std"] = kUciEmbeddingStd;
-    settings["batching"] = o.batching;
-  }
-  return settings.dump();
+  const std::string sha256 = o.data.empty() ? "" : tasks::data_file_sha256(o.data);
+  o.data = tasks::recorded_data_path(o.data);
+  nlohmann::json config = tasks::to_json(settings(), o);
+  config.update({{"task", "sentiment"},
+                 {"model", o.heads > 0 ? "multihead" : "selfattn"},
+                 {"vocab_size", vocab.size()},
+                 {"optimizer", "AdamW"}});
+  if (!sha256.empty()) config["data_sha256"] = sha256;
+  if (is_uci(o)) config.update({{"tokenizer", tokenizer_name(vocab.tokenizer())}, {"embedding_std", kUciEmbeddingStd}});
+  return config;
 }
 
 void print_test_sentences(SentimentClassifier& model, const Vocabulary& vocab) {
@@ -315,12 +290,11 @@ void write_explanation(const std::string& path, const std::string& text, const V
 struct TrainedClassifier {
   explicit TrainedClassifier(const std::string& path) {
     const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-    const nlohmann::json config = parse_json(checkpoint.config(), path);
+    const nlohmann::json& config = checkpoint.settings;
     tasks::check_checkpoint_task(config, "sentiment", path);
     AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
-    const ClassifierConfig settings{.dim = tasks::config_whole(config, "dim", path),
-                                    .heads = tasks::config_whole(config, "heads", path, 0),
-                                    .dropout = tasks::config_number(config, "dropout", path, 0.0)};
+    const SentimentOptions run = tasks::from_json(sentiment::settings(), config, path, SentimentOptions{});
+    const ClassifierConfig settings{.dim = run.dim, .heads = run.heads, .dropout = run.dropout};
     const std::string tokenizer = tasks::config_string(config, "tokenizer", path, "seed002");
     try {
       vocab = Vocabulary(parse_json(checkpoint.metadata.at("vocabulary"), "vocabulary").get<std::vector<std::string>>(),
@@ -493,18 +467,21 @@ void write_losses_svg(const SentimentOptions& options, tasks::RunDir& folder,
 }
 
 // The end of a UCI run: the best epoch's checkpoint on the test split, printed and in report.svg.
-void report_uci(const SentimentOptions& options, tasks::RunDir& folder, const std::vector<Example>& test) {
+void report_uci(const SentimentOptions& options, const tasks::TrainedRun& trained, SentimentClassifier& model,
+                const Vocabulary& vocab, const std::vector<Example>& test) {
+  tasks::RunDir& folder = *trained.folder;
   const std::string best = folder.where(nn::RunFile::best_checkpoint);
-  const TrainedClassifier trained(best);
-  const EncodedSentences sentences(test, trained.vocab);
+  model.load_state_dict(trained.best->state);  // kept in memory: best is not read back
+  model.eval();
+  const EncodedSentences sentences(test, vocab);
   NoGradGuard no_grad;
-  const Predictions predictions = predictions_of(all_logits(*trained.model, sentences), sentences);
-  fmt::print("best epoch (highest validation accuracy, the earliest on ties): {} -> {}\n", trained.epoch, best);
+  const Predictions predictions = predictions_of(all_logits(model, sentences), sentences);
+  fmt::print("best epoch (highest validation accuracy, the earliest on ties): {} -> {}\n", trained.best->epoch, best);
   print_report(predictions, "test");
   folder.write("report.svg",
                report_svg(predictions, fmt::format("sentiment on UCI's review sentences: test accuracy of "
                                                    "epoch {} (best on validation), seed {}",
-                                                   trained.epoch, options.training.seed)));
+                                                   trained.best->epoch, options.training.seed)));
 }
 
 // The classifier training starts from: the flags' sizes with the vocabulary's, initialised from the
@@ -564,7 +541,7 @@ int train(const SentimentOptions& options) {
   tasks::check_memory(memory_estimate(options, model, train, validation), options.training.max_memory_mb);
   SentimentTask task(model, train, validation, options);
   const std::optional<tasks::TrainedRun> trained = tasks::run_training(
-      model, optimizer, task, options.training, tasks::config_json(options.training, task_settings(options, vocab)),
+      model, optimizer, task, options.training, tasks::run_config(run_settings(options, vocab), settings()),
       {{"vocabulary", nlohmann::json(vocab.words()).dump()}}, [&](nn::TrainerOptions& t) {
         // An epoch is ceil(n / batch_size) steps, by length as shuffled (each cut at batch_size rows).
         const int64_t steps = (task.train_size() + t.batch_size - 1) / t.batch_size;
@@ -577,7 +554,7 @@ int train(const SentimentOptions& options) {
   if (is_uci(options)) {
     fmt::print("epoch {}: train loss {:.4f}; validation loss {:.4f}, accuracy {:.2f}%\n", last.epoch, last.train_loss,
                last.metrics.at("val_loss"), 100 * last.metrics.at("val_accuracy"));
-    report_uci(options, *trained->folder, data.test);
+    report_uci(options, *trained, model, vocab, data.test);
     fmt::print("wrote {}/config.json, metrics.csv, losses.svg, report.svg, last.safetensors, best.safetensors\n",
                options.training.out);
     return 0;

@@ -33,7 +33,10 @@ struct SentimentOptions {
 // batches of 32, width 64, into runs/sentiment-uci; and, chosen on validation accuracy
 // (tasks/README.md), batches by length, dropout 0.7 on the embeddings, and lr 2e-3 on a cosine
 // schedule (the peer: a constant 1e-3).
-SentimentOptions uci_defaults();
+// The settings of `train sentiment`, one row each (settings.cpp): its flags, config.json, the resume
+// rules; and the defaults of what was not given: --dataset uci's recipe when it is chosen.
+const std::vector<tasks::Setting<SentimentOptions>>& settings();
+SentimentOptions dataset_defaults(const SentimentOptions& chosen);
 
 struct PredictOptions {
   std::string checkpoint;          // a checkpoint written by `train sentiment`

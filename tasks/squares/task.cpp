@@ -63,32 +63,19 @@ nlohmann::json spec_json(const SquaresSpec& spec) {
   return {{"n", spec.n}, {"seed", spec.seed}, {"noise", spec.noise}, {"variable_len", spec.variable_len}};
 }
 
-std::string task_settings(const SquaresOptions& o) {
-  const ModelConfig& m = o.model;
-  nlohmann::json settings{{"task", "squares"},
-                          {"model", m.model},
-                          {"heads", m.heads},
-                          {"d_model", m.d_model},
-                          {"ff_units", m.ff_units},
-                          {"layers", m.layers},
-                          {"dropout", m.dropout},
-                          {"source_len", kSourceLen},
-                          {"target_len", kTargetLen},
-                          {"optimizer", "Adam"},
-                          {"train_data", spec_json(o.train_data)},
-                          {"test_data", spec_json(o.test_data)}};
-  if (o.rng == RngStyle::torch) settings["rng"] = "torch";  // absent for attograd's, as before --rng existed
-  return settings.dump();
+// The run's config: the table's settings and the task's own.
+nlohmann::json run_settings(const SquaresOptions& o) {
+  nlohmann::json config = tasks::to_json(settings(), o);
+  config.update({{"task", "squares"},
+                 {"source_len", kSourceLen},
+                 {"target_len", kTargetLen},
+                 {"optimizer", "Adam"},
+                 {"train_data", spec_json(o.train_data)},
+                 {"test_data", spec_json(o.test_data)}});
+  return config;
 }
 
-ModelConfig model_config_of(const nlohmann::json& config, const std::string& path) {
-  return {.model = tasks::config_string(config, "model", path),
-          .heads = tasks::config_whole(config, "heads", path),
-          .d_model = tasks::config_whole(config, "d_model", path),
-          .ff_units = tasks::config_whole(config, "ff_units", path),
-          .layers = tasks::config_whole(config, "layers", path),
-          .dropout = tasks::config_number(config, "dropout", path)};
-}
+RngStyle rng_style(const SquaresOptions& o) { return o.rng == "torch" ? RngStyle::torch : RngStyle::attograd; }
 
 void write_plots(tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
                  const Tensor& test_points, const SquaresSpec& test_spec) {
@@ -111,7 +98,7 @@ void write_plots(tasks::RunDir& folder, const std::vector<nn::EpochRecord>& hist
 // The model, initialised from the run's seed; with --rng torch as the peer: PyTorch's draws after
 // torch.manual_seed(23), and then set_seed(seed) for what the run draws next.
 std::unique_ptr<SquaresModel> seeded_model(const SquaresOptions& options) {
-  if (options.rng == RngStyle::attograd) {
+  if (rng_style(options) == RngStyle::attograd) {
     manual_seed(options.training.seed, RngStyle::attograd);
     return make_model(options.model);
   }
@@ -179,15 +166,15 @@ Tensor predict_in_chunks(SquaresModel& model, const ModelConfig& config, const T
 }
 
 int train(const SquaresOptions& options) {
-  const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
-  const Tensor test_points = points_tensor(generate_squares(data_spec(options.test_data, options.rng)));
+  const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, rng_style(options)));
+  const Tensor test_points = points_tensor(generate_squares(data_spec(options.test_data, rng_style(options))));
   const std::unique_ptr<SquaresModel> model = build_model(options);
   nn::Adam optimizer(model->module().parameters(), {.lr = options.training.lr});
   tasks::check_memory(memory_estimate(options, model->module().num_parameters()), options.training.max_memory_mb);
   SquaresTask task(*model, train_squares, test_points);
   const std::optional<tasks::TrainedRun> trained = tasks::run_training(
-      model->module(), optimizer, task, options.training, tasks::config_json(options.training, task_settings(options)),
-      {}, [&](nn::TrainerOptions& trainer) { trainer.shuffle_rng = options.rng; });
+      model->module(), optimizer, task, options.training, tasks::run_config(run_settings(options), settings()), {},
+      [&](nn::TrainerOptions& trainer) { trainer.shuffle_rng = rng_style(options); });
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
   const std::vector<nn::EpochRecord>& history = trained->history;
   manual_seed(0, RngStyle::attograd);  // the process's default generator as it was
@@ -208,19 +195,19 @@ int train(const SquaresOptions& options) {
 }
 
 StepLoss first_step_loss(const SquaresOptions& options) {
-  const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, options.rng));
+  const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, rng_style(options)));
   StepLoss step{build_model(options), {}};
   SquaresTask task(*step.model, train_squares,
-                   points_tensor(generate_squares(data_spec(options.test_data, options.rng))));
+                   points_tensor(generate_squares(data_spec(options.test_data, rng_style(options)))));
   step.loss = task.loss(tasks::first_batch(task, options.training.batch_size));
   return step;
 }
 
 int eval(const EvalOptions& options) {
   const nn::Checkpoint checkpoint = nn::read_checkpoint(options.checkpoint);
-  const nlohmann::json config = parse_json(checkpoint.config(), options.checkpoint);
+  const nlohmann::json& config = checkpoint.settings;
   tasks::check_checkpoint_task(config, "squares", options.checkpoint);
-  const ModelConfig model_config = model_config_of(config, options.checkpoint);
+  const ModelConfig model_config = tasks::from_json(settings(), config, options.checkpoint, SquaresOptions{}).model;
   std::unique_ptr<SquaresModel> model =
       nn::build_from_config(checkpoint, options.checkpoint, [&] { return make_model(model_config); });
   nn::load(options.checkpoint, model->module());

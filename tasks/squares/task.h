@@ -19,7 +19,7 @@ struct SquaresOptions {
   // torch: replay the PyTorch peer (../shared/peer/squares_torch.py) step for step: numpy's squares,
   // the model built after torch.manual_seed(kTorchInitSeed), then set_seed(training.seed) (the
   // peer's 42) for PyTorch's generator and the DataLoader's shuffle.
-  RngStyle rng = RngStyle::attograd;
+  std::string rng = "attograd";  // or "torch"
 };
 inline constexpr uint64_t kTorchInitSeed = 23;  // seed 004's torch.manual_seed before the model
 inline constexpr uint64_t kTorchSetSeed = 42;   // the --seed of --rng torch: StepByStep's set_seed(42)
@@ -28,6 +28,11 @@ inline constexpr uint64_t kTorchSetSeed = 42;   // the --seed of --rng torch: St
 // the learning rate, picked on seeds 0–2 (see tasks/squares/README.md).
 ModelConfig default_model_config(const std::string& model);
 double default_lr(const std::string& model);
+
+// The settings of `train squares`, one row each (settings.cpp): its flags, config.json, the resume
+// rules; and the defaults of what was not given: the chosen --model's sizes and lr, --rng torch's seed.
+const std::vector<tasks::Setting<SquaresOptions>>& settings();
+SquaresOptions model_defaults(const SquaresOptions& chosen);
 
 struct EvalOptions {
   std::string checkpoint;  // written by `train squares`

@@ -73,7 +73,7 @@ TrainerOptions line_options(int64_t epochs, int64_t batch_size, RunFiles* files 
   options.seed = 7;
   options.files = files;
   options.progress = false;
-  options.config = nlohmann::json({{"task", task}}).dump();
+  options.config = {{"task", task}};
   return options;
 }
 

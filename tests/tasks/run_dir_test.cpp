@@ -13,7 +13,7 @@
 namespace ag::tasks {
 namespace {
 
-const std::string kConfig = nlohmann::json({{"task", "squares"}}).dump();
+const nlohmann::json kConfig = {{"task", "squares"}};
 
 TEST(RunDir, WritesNothingBeforeItClaimsAFolder) {
   RunDir run;

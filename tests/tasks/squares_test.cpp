@@ -218,7 +218,7 @@ TEST_F(SquaresTraining, RngTorchFollowsThePyTorchPeer) {
   SquaresOptions options = short_run("selfattn", dir / "run", 6);
   options.train_data.n = options.test_data.n = 128;
   options.training.seed = kTorchSetSeed;
-  options.rng = RngStyle::torch;
+  options.rng = "torch";
   ASSERT_EQ(train(options), 0);
   const auto peer = golden("squares_torch_losses");
   const std::vector<double> train_loss = peer.at("train_loss").to_vector(), val_loss = peer.at("val_loss").to_vector();

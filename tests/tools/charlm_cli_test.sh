@@ -23,6 +23,17 @@ done
 expect "metrics.csv has iter, lr, bpc and loss columns" grep -q "^epoch,train_loss,iter,lr,val_bpc,val_loss$" "$out/metrics.csv"
 expect "a row per evaluation" test "$(wc -l <"$out/metrics.csv")" -eq 4
 last_loss="$(tail -n 1 "$out/metrics.csv" | awk -F, '{printf "%.6f", $6}')"
+# --beta2 (a row of the settings table): AdamW's, recorded, carried over and refused as any setting.
+check "train charlm --beta2 0.9" 0 "final validation loss" -- "${charlm[@]}" --iters 20 --eval-interval 20 --beta2 0.9 --out "$work/beta2"
+expect "--beta2 recorded in config.json" grep -q '"beta2": 0.9' "$work/beta2/config.json"
+expect "the default beta2 is not written (runs made before --beta2 resume)" test "$(grep -c beta2 "$out/config.json")" -eq 0
+expect "--beta2 changes the training (other losses than beta2 0.99's)" \
+  test "$(sed -n 2p "$work/beta2/metrics.csv")" != "$(sed -n 2p "$out/metrics.csv")"
+check "resume --beta2 0.95: refused" 1 "the checkpoint's beta2 is 0.9, this run's is 0.95 (set by --beta2)" -- \
+  "${base[@]}" --resume "$work/beta2" --iters 40 --beta2 0.95
+check "resume without --beta2: carried over" 0 "final validation loss" -- "${base[@]}" --resume "$work/beta2" --iters 40
+expect "... and still recorded" grep -q '"beta2": 0.9' "$work/beta2/config.json"
+check "--beta2 1: refused" 2 "--beta2: expected a finite decimal number in [0, 0.9999], got '1'" -- "${charlm[@]}" --beta2 1
 check "eval charlm reproduces the last validation loss" 0 "val loss $last_loss nats/char" -- \
   "$attograd" --threads 1 eval charlm --checkpoint "$out/last.safetensors"
 check "eval charlm on the training split" 0 "train loss" -- "$attograd" eval charlm --checkpoint "$out/last.safetensors" --split train
