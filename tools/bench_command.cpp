@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,6 +34,7 @@
 #include "nn/transformer.h"
 #include "tasks/common/memory.h"
 #include "tools/commands.h"
+#include "tools/timing.h"
 
 namespace ag::cli {
 
@@ -135,13 +135,7 @@ Tensor forward(const Block& b) {
 // Median and min of `iters` timings of f, in ms, after a warm-up.
 std::pair<double, double> time_ms(const std::function<void()>& f, int iters) {
   for (int i = 0; i < std::max(3, iters / 4); ++i) f();
-  std::vector<double> times;
-  for (int i = 0; i < iters; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
+  const std::vector<double> times = sorted_times_ms(iters, f);
   return {times[times.size() / 2], times.front()};
 }
 

@@ -4,13 +4,12 @@
 //   jacobian_cost [--repeats R] [n,m ...]   (default: 1000,1 1,1000)
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "engine/attograd.h"
+#include "tools/timing.h"
 
 namespace {
 
@@ -20,18 +19,6 @@ std::string cpu_model() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown";
-}
-
-template <typename F>
-double median_ms(int repeats, F&& f) {
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 void measure(int64_t n, int64_t m, int repeats) {
@@ -46,8 +33,8 @@ void measure(int64_t n, int64_t m, int repeats) {
   };
   const ag::Tensor x = ag::randn({n}, ag::DType::f32, gen);
   ag::Jacobian forward, reverse;
-  const double fwd = median_ms(repeats, [&] { forward = ag::jacfwd(f, {x}); });
-  const double rev = median_ms(repeats, [&] { reverse = ag::jacrev(f, {x}); });
+  const double fwd = ag::cli::median_ms(repeats, [&] { forward = ag::jacfwd(f, {x}); });
+  const double rev = ag::cli::median_ms(repeats, [&] { reverse = ag::jacrev(f, {x}); });
   const double diff = ag::max(ag::abs(ag::sub(forward[0][0], reverse[0][0]))).item();
   fmt::print("{:>6} {:>6} {:>8} {:>12.2f} {:>8} {:>12.2f} {:>10.1f}x {:>12.2e}\n", n, m, n, fwd, m, rev,
              std::max(fwd, rev) / std::min(fwd, rev), diff);

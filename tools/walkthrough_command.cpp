@@ -6,6 +6,7 @@
 // about 2e-4). Everything runs in f64.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/functional.h"
 #include "engine/inspect.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
@@ -24,8 +26,10 @@
 #include "engine/ops/softmax.h"
 #include "nn/seeds/seed003.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 #include "tools/printed_values.h"
 #include "tools/seed_attention.h"
+#include "tools/timing.h"
 
 namespace ag::cli {
 
@@ -238,6 +242,43 @@ ParameterNames seed_attention_leaf_names(const SeedAttentionStep& step) {
   return names;
 }
 
+// Seed 003's context as a function of its four leaves (inputs, W_query, W_key, W_value): the
+// steps the walkthrough prints, run on the values the function transforms pass in.
+std::vector<Tensor> seed_context(const std::vector<Tensor>& leaves) {
+  const std::vector<Step> steps = attention_steps();
+  std::vector<Tensor> values = leaves;
+  for (size_t i = values.size(); i < steps.size(); ++i) values.push_back(steps[i].compute(values));
+  return {values.back()};
+}
+
+// `walkthrough --notebook 003 --jacobian`: the Jacobian of the context (6, 2) with respect to the
+// four leaves (36 elements) both ways — forward mode, one JVP per input element; reverse mode, one
+// forward and one VJP per output element — their agreement and their times.
+int print_seed_jacobian() {
+  const SeedAttentionStep step = seed_attention_step();
+  const std::vector<Tensor> leaves(step.values.begin(), step.values.begin() + 4);
+  int64_t inputs = 0;
+  for (const Tensor& leaf : leaves) inputs += leaf.numel();
+  const int64_t outputs = step.values.back().numel();
+  Jacobian forward, reverse;
+  const double forward_ms = median_ms(5, [&] { forward = jacfwd(seed_context, leaves); });
+  const double reverse_ms = median_ms(5, [&] { reverse = jacrev(seed_context, leaves); });
+  double largest = 0;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    largest = std::max(largest, max(abs(sub(forward[0][i], reverse[0][i]))).item());
+  fmt::print("Jacobian of context {} with respect to inputs {}, W_query, W_key, W_value {}: {} x {} entries (f64)\n",
+             shape_str(step.values.back().shape()), shape_str(leaves[0].shape()), shape_str(leaves[1].shape()), outputs,
+             inputs);
+  fmt::print("  jacfwd (forward mode): {:3} JVPs, one per input element    {:8.3f} ms (median of 5)\n", inputs,
+             forward_ms);
+  fmt::print("  jacrev (reverse mode): {:3} VJPs, one per output element   {:8.3f} ms (median of 5)\n", outputs,
+             reverse_ms);
+  fmt::print("  largest |jacfwd - jacrev|: {:.3g}\n", largest);
+  fmt::print("  d context[0,0] / d inputs (6, 3):\n{}\n",
+             reshape(slice(slice(forward[0][0], 0, 0, 1), 1, 0, 1), leaves[0].shape()).str());
+  return largest < 1e-12 ? 0 : 1;
+}
+
 // What each notebook prints that the walkthrough does not compare, and why.
 const std::map<std::string, std::string>& not_compared() {
   static const std::map<std::string, std::string> notes = {
@@ -261,7 +302,19 @@ Command add_walkthrough_command(CLI::App& app) {
   auto notebook = std::make_shared<std::string>();
   cmd->add_option("--notebook", *notebook, "Which seed notebook's printed numbers to compare with ours")
       ->check(CLI::IsMember({"000", "002", "003", "004"}));
-  return {cmd, [notebook] {
+  auto jacobian = std::make_shared<bool>(false);
+  cmd->add_flag("--jacobian", *jacobian,
+                "With --notebook 003: the Jacobian of its attention's context with respect to its inputs and "
+                "weights, by forward mode (one JVP per input element) and by reverse mode (one VJP per output "
+                "element): their agreement, counts and times");
+  return {cmd, [notebook, jacobian] {
+            if (*jacobian) {
+              if (*notebook != "003")
+                throw UsageError(
+                    fmt::format("walkthrough --jacobian: expected --notebook 003 (seed 003's attention), got {}",
+                                notebook->empty() ? "no --notebook" : "--notebook " + *notebook));
+              return print_seed_jacobian();
+            }
             if (notebook->empty()) return run();
             const std::map<std::string, std::function<std::vector<PrintedCheck>()>> notebooks = {
                 {"000", notebook_000}, {"002", notebook_002}, {"003", notebook_003}, {"004", notebook_004}};

@@ -64,4 +64,20 @@ checks="$(grep -c '^finite differences: OK\|: OK (max' <<<"$output")"
 report "13 checks say OK (11 gradients, the causal renormalisation, the fused attention)" $? "(found $checks)"
 ! grep -q "NOT OK" <<<"$output"
 report "no line says NOT OK" $?
+# --jacobian: seed 003's context (6, 2) differentiated with respect to its 36 input elements both ways;
+# d context[0,0] / d inputs from PyTorch (torch.autograd.functional.jacobian of the same function, f64,
+# the printed weights), typed in here.
+output="$("$attograd" walkthrough --notebook 003 --jacobian 2>&1)"
+status=$?
+report "--jacobian: exit status 0" "$status" "(exit $status)"
+grep -q "36 JVPs, one per input element" <<<"$output"
+report "--jacobian: 36 JVPs" $?
+grep -q "12 VJPs, one per output element" <<<"$output"
+report "--jacobian: 12 VJPs" $?
+near "  d context[0,0] / d inputs" 6 0.0196 0.0508 0.0223 0.0180 0.0785 0.0367 0.0174 0.0760 0.0351 \
+  0.0098 0.0396 0.0118 0.0065 0.0244 0.0033 0.0140 0.0593 0.0237
+"$attograd" walkthrough --jacobian >/dev/null 2>&1
+status=$?
+report "--jacobian without --notebook 003: usage error (exit 2)" $((status != 2)) "(exit $status)"
+
 exit $((failures > 0))
