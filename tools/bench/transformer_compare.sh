@@ -36,8 +36,9 @@ product_rate() {
 
 for threads in 1 2; do
   for run in $(seq "$runs"); do
-    ours=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" --json |
-      sed -n 's/.*"step_ms": \([0-9.]*\),.*/\1/p')
+    json=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" --json)
+    ours=$(sed -n 's/.*"step_ms": \([0-9.]*\),.*/\1/p' <<<"$json")
+    step_gflop=$(sed -n 's/.*"step_gflops": \([0-9.]*\).*/\1/p' <<<"$json")  # the same every run
     theirs=$(peer_step f32 "$threads")
     theirs_bf16=-
     if [ "$precision" = bf16 ]; then theirs_bf16=$(peer_step bf16 "$threads"); fi
@@ -51,9 +52,7 @@ for threads in 1 2; do
     awk -v t="$threads" -v a="$(median_of 2)" -v c="$(median_of 4)" \
       'BEGIN {printf "threads %s medians: step ours (bf16) %.2f ms vs PyTorch bf16 autocast %.2f ms = %.2fx\n", t, a, c, c / a}'
   fi
-  step_rate=$("$attograd" --threads "$threads" bench transformer --iters 1 --precision "$precision" --json |
-    sed -n 's/.*"step_gflops": \([0-9.]*\).*/\1/p')
-  awk -v t="$threads" -v f="$step_rate" -v a="$(median_of 2)" -v r="$(product_rate "$threads")" \
+  awk -v t="$threads" -v f="$step_gflop" -v a="$(median_of 2)" -v r="$(product_rate "$threads")" \
     'BEGIN {printf "threads %s: step %.1f GFLOP/s (median) = %.0f%% of the products alone, %.1f GFLOP/s (oneDNN timing)\n", t, f / a * 1000, 100 * f / a * 1000 / r, r}'
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
