@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/autograd.h"
+#include "engine/inspect.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/reduce.h"
 
@@ -148,7 +149,8 @@ Tensor tangent_from_vjp(std::string_view op, const Tensor& out, std::span<const 
 Tensor output_tangent(std::string_view op, const Tensor& out, std::span<const Tensor> inputs,
                       std::span<const Tensor> saved, const BackwardFn& backward, const JvpFn& jvp) {
   const std::vector<Tensor> tangents = input_tangents(inputs, static_cast<bool>(jvp));
-  const SuspendLevel suspend;  // the JVP's own ops carry no tangents
+  const SuspendLevel suspend;    // the JVP's own ops carry no tangents
+  const ObserversPaused unseen;  // nor are they recorded, traced or profiled as the program's
   try {
     Tensor t =
         jvp ? jvp(JvpContext{tangents, saved, out}) : tangent_from_vjp(op, out, inputs, saved, backward, tangents);

@@ -103,6 +103,23 @@ class BackwardObserver {
 BackwardObserver* set_backward_observer(BackwardObserver* observer);
 BackwardObserver* backward_observer();
 
+// While alive, this thread's forward and backward observers see nothing: the engine's own
+// computations (a JVP derived from a VJP runs ops and a backward walk) are not the program's.
+class ObserversPaused {
+ public:
+  ObserversPaused() : forward_(set_forward_observer(nullptr)), backward_(set_backward_observer(nullptr)) {}
+  ~ObserversPaused() {
+    set_forward_observer(forward_);
+    set_backward_observer(backward_);
+  }
+  ObserversPaused(const ObserversPaused&) = delete;
+  ObserversPaused& operator=(const ObserversPaused&) = delete;
+
+ private:
+  ForwardObserver* forward_;
+  BackwardObserver* backward_;
+};
+
 // The Euclidean norm of a floating tensor, in double (0 for an undefined one).
 double norm_of(const Tensor& t);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/forward_ad.h"
+
 namespace ag {
 
 namespace {
@@ -88,9 +90,19 @@ const ValueSummary* StepRecorder::leaf_grad(const Node& node) const {
   return it == leaf_grads_.end() ? nullptr : &it->second;
 }
 
+const ValueSummary* StepRecorder::leaf_tangent(const Node& node) const {
+  auto it = leaf_tangents_.find(&node);
+  return it == leaf_tangents_.end() ? nullptr : &it->second;
+}
+
 void StepRecorder::node_recorded(const Node& node, const Tensor& output, std::span<const Tensor> inputs) {
   const auto now = std::chrono::steady_clock::now();
-  ForwardRecord record{summarize(output), {}, seconds_between(last_record_, now)};
+  ForwardRecord record{summarize(output), {}, {}, seconds_between(last_record_, now)};
+  if (const Tensor tangent = fw::tangent_of(output); tangent.defined()) record.tangent = summarize(tangent);
+  for (const Tensor& input : inputs)
+    if (input.defined() && input.is_leaf() && !tangents_read_.contains(input.impl()))
+      if (const Tensor tangent = fw::tangent_of(input); tangent.defined())
+        tangents_read_[input.impl()] = summarize(tangent);
   for (const SavedTensor& saved : node.saved) {
     if (!saved.data.defined()) continue;
     const Tensor& data = saved.output_of.expired() ? saved.data : output;  // the output is kept as an alias
@@ -107,7 +119,11 @@ void StepRecorder::walk_started(const Node& root) {
   graph_ = capture_graph(root, names_);
   for (const GraphNode& n : graph_.nodes)
     if (n.is_leaf())
-      if (std::shared_ptr<TensorImpl> leaf = n.node->leaf.lock()) leaf_values_[n.node] = summarize(Tensor(leaf));
+      if (std::shared_ptr<TensorImpl> leaf = n.node->leaf.lock()) {
+        leaf_values_[n.node] = summarize(Tensor(leaf));
+        if (auto read = tangents_read_.find(leaf.get()); read != tangents_read_.end())
+          leaf_tangents_[n.node] = read->second;
+      }
 }
 
 void StepRecorder::node_ran(const Node& node, const Tensor& grad, std::span<const Tensor> grads, double seconds) {

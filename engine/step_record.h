@@ -48,6 +48,7 @@ struct SavedRecord {
 // A node as its op recorded it in the forward.
 struct ForwardRecord {
   ValueSummary output;
+  std::optional<ValueSummary> tangent;  // the output's tangent, when it ran under a forward-AD level
   std::vector<SavedRecord> saved;
   // Time since the previous node was recorded on this thread (or since the recorder started):
   // the op's kernel and its bookkeeping, plus any unrecorded work between the two.
@@ -65,7 +66,8 @@ struct BackwardRecord {
 // While alive, records on this thread the forward of every node and the first backward walk:
 // each node's output, saved tensors and forward time; the backward order, each node's gradient
 // in and out and its time; the graph (with parameter names) and the leaves' values and .grad
-// after the walk. Summaries only: memory stays a few KB per node.
+// after the walk. Summaries only: memory stays a few KB per node. A forward run under a forward-AD
+// level (engine/forward_ad.h) also records each output's tangent and the tangents of the leaves.
 class StepRecorder : public ForwardObserver, public BackwardObserver {
  public:
   StepRecorder();
@@ -83,6 +85,8 @@ class StepRecorder : public ForwardObserver, public BackwardObserver {
   // A leaf's value before the step's backward and its .grad after it (by the leaf's node).
   const ValueSummary* leaf_value(const Node& node) const;
   const ValueSummary* leaf_grad(const Node& node) const;
+  // A leaf's tangent as the forward read it (null: it carried none).
+  const ValueSummary* leaf_tangent(const Node& node) const;
 
   void node_recorded(const Node& node, const Tensor& output, std::span<const Tensor> inputs) override;
   void walk_started(const Node& root) override;
@@ -99,7 +103,8 @@ class StepRecorder : public ForwardObserver, public BackwardObserver {
   std::map<const Node*, ForwardRecord> forward_;
   Graph graph_;
   std::vector<BackwardRecord> backward_;
-  std::map<const Node*, ValueSummary> leaf_values_, leaf_grads_;
+  std::map<const Node*, ValueSummary> leaf_values_, leaf_grads_, leaf_tangents_;
+  std::map<const TensorImpl*, ValueSummary> tangents_read_;  // leaves' tangents, until the walk names them
 };
 
 }  // namespace ag

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "engine/forward_ad.h"
+#include "engine/generator.h"
 #include "engine/graph.h"
 #include "engine/inspect.h"
 #include "engine/io.h"
@@ -24,6 +26,8 @@ struct GraphOptions {
   std::string format = "text";
   std::string out;  // empty: stdout
   bool trace_backward = false;
+  std::string tangent;  // the leaf the step page's forward gives a tangent (empty: none)
+  uint64_t tangent_seed = 0;
 };
 
 // Runs `dot -Tsvg` on the DOT text and returns the drawing. The text and the drawing go through
@@ -42,6 +46,8 @@ struct TaskStep {
   ParameterNames names;
   std::shared_ptr<const void> model;
 };
+// Computes the step; calls its argument, if given, with the named leaves before the forward.
+using StepMaker = std::function<TaskStep(const tasks::BeforeForward&)>;
 
 nn::Module& module_of(squares::SquaresModel& model) { return model.module(); }
 nn::Module& module_of(nn::Module& model) { return model; }
@@ -49,23 +55,66 @@ nn::Module& module_of(nn::Module& model) { return model; }
 // A task's first step as `export_graph` takes it: `first_step` is the task's first_step_loss, which
 // returns the model (a unique_ptr) and its loss.
 template <typename Options, typename Step>
-std::function<TaskStep()> first_step_of(Step (*first_step)(const Options&), std::shared_ptr<Options> task) {
-  return [first_step, task] {
-    Step step = first_step(*task);
+StepMaker first_step_of(Step (*first_step)(const Options&, const tasks::BeforeForward&),
+                        std::shared_ptr<Options> task) {
+  return [first_step, task](const tasks::BeforeForward& before_forward) {
+    Step step = first_step(*task, before_forward);
     const ParameterNames names = parameter_names(module_of(*step.model).named_parameters());
     return TaskStep{step.loss, names, std::shared_ptr<const void>(std::move(step.model))};
   };
 }
 
-// The step page: the step is computed and its backward run under a StepRecorder, then the page
-// (Graphviz's SVG of the graph, the recorded numbers, the page's script) is written.
-int export_page(const GraphOptions& options, const std::function<TaskStep()>& make_step, const std::string& title) {
+// The leaves' names an unknown --tangent NAME may have meant: those containing NAME, else all; at
+// most ten of them, and how many there are.
+std::string names_meant(const NamedTensors& leaves, const std::string& name) {
+  std::vector<std::string> meant;
+  for (const auto& leaf : leaves)
+    if (leaf.first.find(name) != std::string::npos) meant.push_back(leaf.first);
+  const bool close = !meant.empty();
+  if (!close)
+    for (const auto& leaf : leaves) meant.push_back(leaf.first);
+  const size_t shown = std::min<size_t>(meant.size(), 10);
+  std::string text = close ? "did you mean " : fmt::format("its {} are ", meant.size());
+  for (size_t i = 0; i < shown; ++i) text += (i > 0 ? ", " : "") + meant[i];
+  if (shown < meant.size())
+    text += fmt::format(", … ({} in all; `graph … --format text` names every one)", meant.size());
+  return text;
+}
+
+// The step computed under a forward-AD level in which the leaf named options.tangent carries a
+// tangent drawn from N(0, 1) (its own generator, seeded by --tangent-seed: the step's dropout draws
+// stay what they are without --tangent). The level ends before the backward runs.
+TaskStep step_with_tangent(const GraphOptions& options, const StepMaker& make_step) {
+  const fw::DualLevel level;
+  bool given = false;
+  TaskStep step = make_step([&](const NamedTensors& leaves) {
+    const auto leaf =
+        std::find_if(leaves.begin(), leaves.end(), [&](const auto& l) { return l.first == options.tangent; });
+    AG_CHECK(leaf != leaves.end(), "graph: --tangent {}: the step has no parameter of that name; {}", options.tangent,
+             names_meant(leaves, options.tangent));
+    AG_CHECK(is_floating(leaf->second.dtype()), "graph: --tangent {}: the parameter is {}, not floating",
+             options.tangent, dtype_name(leaf->second.dtype()));
+    Generator generator(options.tangent_seed);
+    fw::set_tangent(leaf->second, randn(leaf->second.shape(), leaf->second.dtype(), generator), "graph --tangent");
+    given = true;
+  });
+  AG_CHECK(given, "graph: --tangent {}: the step never offered its parameters for a tangent", options.tangent);
+  return step;
+}
+
+// The step page: the step is computed (with --tangent, its forward carries that leaf's tangent) and
+// its backward run under a StepRecorder, then the page (Graphviz's SVG of the graph, the recorded
+// numbers, the page's script) is written.
+int export_page(const GraphOptions& options, const StepMaker& make_step, const std::string& title) {
   StepRecorder recorder;
-  const TaskStep step = make_step();
+  const TaskStep step = options.tangent.empty() ? make_step({}) : step_with_tangent(options, make_step);
   recorder.name_parameters(step.names);
   step.loss.backward();
-  const std::string note = fmt::format("{}: {} nodes, {} ran in backward; loss {:.6g}", title,
-                                       recorder.graph().nodes.size(), recorder.backward().size(), step.loss.item());
+  std::string note = fmt::format("{}: {} nodes, {} ran in backward; loss {:.6g}", title, recorder.graph().nodes.size(),
+                                 recorder.backward().size(), step.loss.item());
+  if (!options.tangent.empty())
+    note += fmt::format("; tangents: the forward's derivative along {} + ε·v, v ~ N(0, 1) (--tangent-seed {})",
+                        options.tangent, options.tangent_seed);
   const std::string page = step_page_html(recorder, render_svg(graph_dot(recorder.graph())), title, note);
   if (options.out.empty()) {
     std::cout << page << std::flush;
@@ -79,9 +128,9 @@ int export_page(const GraphOptions& options, const std::function<TaskStep()>& ma
 
 // Exports the graph of the step's loss as asked; then, with --trace-backward, runs the backward
 // under a trace (on stderr, so that stdout keeps only the graph).
-int export_graph(const GraphOptions& options, const std::function<TaskStep()>& make_step, const std::string& title) {
+int export_graph(const GraphOptions& options, const StepMaker& make_step, const std::string& title) {
   if (options.format == "html") return export_page(options, make_step, title);
-  const TaskStep step = make_step();
+  const TaskStep step = make_step({});
   const Graph graph = capture_graph(step.loss, step.names);
   std::string text = options.format == "text" ? graph_text(graph) : graph_dot(graph);
   if (options.format == "svg") text = render_svg(text);
@@ -108,7 +157,16 @@ void add_output_flags(CLI::App* app, GraphOptions& options) {
   app->add_option("--out", options.out, "Write to this file (default: stdout)")->check(kPath);
   app->add_flag("--trace-backward", options.trace_backward,
                 "Then run the backward and trace it node by node on stderr (gradient norms, times, summary by op)");
+  app->add_option("--tangent", options.tangent,
+                  "html only: run the forward in forward mode with this parameter (a state_dict name, or the "
+                  "walkthrough's inputs, W_query, W_key, W_value) given a random tangent v, and show every node's "
+                  "tangent, the derivative of its value along v, beside the value");
+  app->add_option("--tangent-seed", options.tangent_seed, "Seed of the tangent v's N(0, 1) draws")
+      ->check(kSeed)
+      ->capture_default_str();
   app->parse_complete_callback([&options] {
+    if (!options.tangent.empty() && options.format != "html")
+      throw CLI::ValidationError("--tangent", "tangents are shown on the step page only; add --format html");
     if (options.format == "html" && options.trace_backward)
       throw CLI::ValidationError("--trace-backward",
                                  "the html page already shows the backward node by node; drop --trace-backward or "
@@ -227,8 +285,8 @@ Command add_graph_walkthrough(CLI::App* graph) {
   return {app, [options] {
             return export_graph(
                 *options,
-                [] {
-                  auto step = std::make_shared<SeedAttentionStep>(seed_attention_step());
+                [](const tasks::BeforeForward& before_forward) {
+                  auto step = std::make_shared<SeedAttentionStep>(seed_attention_step(before_forward));
                   return TaskStep{step->loss, seed_attention_leaf_names(*step), step};  // step keeps the leaves
                 },
                 "walkthrough (seed 003)");

@@ -3,6 +3,7 @@
 // step page from the same function, so the page shows the numbers the walkthrough prints.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ struct SeedAttentionStep {
 
 // Each computed step runs under a module scope named after it ("queries", "attn_weights"), so the
 // graph draws one cluster per step.
-SeedAttentionStep seed_attention_step();
+// `before_forward`, if given, is called with the four leaves by name before the steps are computed.
+SeedAttentionStep seed_attention_step(const std::function<void(const NamedTensors& leaves)>& before_forward = {});
 // The four leaves by name (inputs, W_query, W_key, W_value), as the graph labels parameters.
 ParameterNames seed_attention_leaf_names(const SeedAttentionStep& step);
 

@@ -50,10 +50,12 @@ json node_json(const StepRecorder& recorder, const GraphNode& n, int id) {
   if (n.is_leaf()) {
     j["value"] = optional_summary(recorder.leaf_value(*n.node));
     j["grad"] = optional_summary(recorder.leaf_grad(*n.node));
+    j["tangent"] = optional_summary(recorder.leaf_tangent(*n.node));
     return j;
   }
   const ForwardRecord* forward = recorder.forward(*n.node);
   j["value"] = forward != nullptr ? summary_json(forward->output) : json();
+  j["tangent"] = forward != nullptr && forward->tangent ? summary_json(*forward->tangent) : json();
   json saved = json::array();
   if (forward != nullptr) {
     for (const SavedRecord& s : forward->saved)

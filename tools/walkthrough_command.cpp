@@ -218,19 +218,24 @@ int run() {
 
 }  // namespace
 
-SeedAttentionStep seed_attention_step() {
+SeedAttentionStep seed_attention_step(const std::function<void(const NamedTensors& leaves)>& before_forward) {
   const std::vector<Step> steps = attention_steps();
   const SeedWeights w;
   SeedAttentionStep step{{clone(nn::seed003_inputs(DType::f64)).requires_grad_(), clone(w.query).requires_grad_(),
                           clone(w.key).requires_grad_(), clone(w.value).requires_grad_()},
                          {},
                          {}};
+  for (const Step& s : steps) step.names.push_back(s.name);
+  if (before_forward) {
+    NamedTensors leaves;
+    for (size_t i = 0; i < step.values.size(); ++i) leaves.emplace_back(step.names[i], step.values[i]);
+    before_forward(leaves);
+  }
   for (size_t i = step.values.size(); i < steps.size(); ++i) {
     const ScopeGuard scope(steps[i].name.substr(0, steps[i].name.find(" = ")));  // "queries"
     step.values.push_back(steps[i].compute(step.values));
     step.values.back().retain_grad();
   }
-  for (const Step& s : steps) step.names.push_back(s.name);
   step.loss = sum(step.values.back());
   return step;
 }

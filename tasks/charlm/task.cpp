@@ -335,7 +335,7 @@ std::unique_ptr<nn::GPT> build_model(const nn::GPTConfig& config, const tasks::T
                                     training.max_memory_mb, [&] { return std::make_unique<nn::GPT>(config); });
 }
 
-StepLoss first_step_loss(const CharLMOptions& options) {
+StepLoss first_step_loss(const CharLMOptions& options, const tasks::BeforeForward& before_forward) {
   const auto [text, vocabulary, split, config] = load_corpus(options, "graph charlm");
   const int64_t T = config.block_size, batch = options.training.batch_size;
   AG_CHECK(static_cast<int64_t>(split.train.size()) > batch * T,
@@ -344,6 +344,7 @@ StepLoss first_step_loss(const CharLMOptions& options) {
   StepLoss step{build_model(config, options.training), {}};
   std::vector<int64_t> starts;
   for (int64_t k = 0; k < batch; ++k) starts.push_back(k * T);
+  if (before_forward) before_forward(step.model->named_parameters());
   step.loss = CharLMTask(*step.model, split).loss(starts);
   return step;
 }

@@ -56,7 +56,7 @@ int train(const CharLMOptions& options);
 // 0, T, 2T, …; `train` draws its windows at random), with the model that made it: what
 // `attograd graph charlm` exports.
 using StepLoss = tasks::StepLoss<nn::GPT>;
-StepLoss first_step_loss(const CharLMOptions& options);
+StepLoss first_step_loss(const CharLMOptions& options, const tasks::BeforeForward& before_forward = {});
 int eval(const EvalOptions& options);
 int sample(const SampleOptions& options);
 

@@ -88,12 +88,15 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
 
 // The loss of one training step as a task's `train` computes it (the model freshly initialised from
 // the run's seed, the first batch), with the model that made it: what `attograd graph <task>` draws
-// and the step page records. Each task's first_step_loss returns one.
+// and the step page records. Each task's first_step_loss returns one; it calls `before_forward`, if
+// given, with the model's named parameters before the forward (the step page's --tangent gives one
+// of them a tangent there).
 template <class Model>
 struct StepLoss {
   std::unique_ptr<Model> model;
   Tensor loss;
 };
+using BeforeForward = std::function<void(const NamedTensors& parameters)>;
 
 // The rows of that first batch: the task's first batch_size training examples in order (all of them
 // when there are fewer), where `train` shuffles.

@@ -401,13 +401,14 @@ std::unique_ptr<G2PTransformer> build_model(const G2POptions& options, const Sym
       options.training.max_memory_mb, [&] { return std::make_unique<G2PTransformer>(config); });
 }
 
-StepLoss first_step_loss(const G2POptions& options) {
+StepLoss first_step_loss(const G2POptions& options, const tasks::BeforeForward& before_forward) {
   const Lexicon lexicon = load_lexicon(options.data, options.stress);
   const Symbols source = Symbols::source_of(lexicon), target = Symbols::target_of(lexicon);
   std::vector<Pair> pairs = training_pairs(lexicon, source, target, 1.0, options.training.seed);
   pairs.resize(std::min(pairs.size(), static_cast<size_t>(options.training.batch_size)));
   StepLoss step{build_model(options, source, target), {}};
   G2PTask task(*step.model, std::move(pairs), {}, options);
+  if (before_forward) before_forward(step.model->named_parameters());
   step.loss = task.loss(tasks::first_batch(task, options.training.batch_size));
   return step;
 }

@@ -63,7 +63,7 @@ int predict(const PredictOptions& options);
 // The loss of one training batch (the first --batch-size training pairs, dropout on), with the
 // model that computed it: `graph g2p` draws and records this step.
 using StepLoss = tasks::StepLoss<G2PTransformer>;
-StepLoss first_step_loss(const G2POptions& options);
+StepLoss first_step_loss(const G2POptions& options, const tasks::BeforeForward& before_forward = {});
 
 // The peer's schedule: linear warm-up lr·(s+1)/W over W = max(1, round(warmup_frac·S)) steps, then a
 // cosine from lr down to min_lr at step S - 1.

@@ -521,11 +521,12 @@ tasks::MemoryEstimate memory_estimate(const SentimentOptions& o, const Sentiment
           .eval_settings = fmt::format("{} sentences of up to {} words", rows, longest)};
 }
 
-StepLoss first_step_loss(const SentimentOptions& options) {
+StepLoss first_step_loss(const SentimentOptions& options, const tasks::BeforeForward& before_forward) {
   const TrainingData data = training_data(options);
   StepLoss step{build_model(options, data.vocab), {}};
   const EncodedSentences train(data.train, data.vocab), validation(data.validation, data.vocab);
   SentimentTask task(*step.model, train, validation, options);
+  if (before_forward) before_forward(step.model->named_parameters());
   step.loss = task.loss(tasks::first_batch(task, options.training.batch_size));
   return step;
 }

@@ -58,7 +58,7 @@ int train(const SentimentOptions& options);
 // The loss of `train`'s first step (on the first batch_size training sentences), with the model
 // that made it: what `attograd graph sentiment` exports.
 using StepLoss = tasks::StepLoss<SentimentClassifier>;
-StepLoss first_step_loss(const SentimentOptions& options);
+StepLoss first_step_loss(const SentimentOptions& options, const tasks::BeforeForward& before_forward = {});
 // Prints "probability<TAB>label<TAB>text" per text.
 int predict(const PredictOptions& options);
 // Prints the accuracy and BCE loss on labelled sentences; on the UCI corpus also the report (per

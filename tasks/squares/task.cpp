@@ -194,11 +194,12 @@ int train(const SquaresOptions& options) {
   return 0;
 }
 
-StepLoss first_step_loss(const SquaresOptions& options) {
+StepLoss first_step_loss(const SquaresOptions& options, const tasks::BeforeForward& before_forward) {
   const std::vector<Square> train_squares = generate_squares(data_spec(options.train_data, rng_style(options)));
   StepLoss step{build_model(options), {}};
   SquaresTask task(*step.model, train_squares,
                    points_tensor(generate_squares(data_spec(options.test_data, rng_style(options)))));
+  if (before_forward) before_forward(step.model->module().named_parameters());
   step.loss = task.loss(tasks::first_batch(task, options.training.batch_size));
   return step;
 }

@@ -48,6 +48,6 @@ int eval(const EvalOptions& options);
 // The loss of `train`'s first step (on the first batch_size training squares), with the model that
 // made it: what `attograd graph squares` exports.
 using StepLoss = tasks::StepLoss<SquaresModel>;
-StepLoss first_step_loss(const SquaresOptions& options);
+StepLoss first_step_loss(const SquaresOptions& options, const tasks::BeforeForward& before_forward = {});
 
 }  // namespace ag::squares

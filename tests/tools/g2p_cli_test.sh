@@ -29,6 +29,19 @@ check "graph g2p draws the encoder-decoder's first step (cross-attention include
   "decoder.layers.0.multihead_attn" -- "$attograd" graph g2p --data "$work/pairs.tsv" --batch-size 4 --format text
 check "graph g2p --format html writes the step page" 0 "wrote $work/g2p.html" -- \
   "$attograd" graph g2p --data "$work/pairs.tsv" --batch-size 4 --format html --out "$work/g2p.html"
+# Forward mode through the whole encoder-decoder (graph --tangent): the loss, the last node, carries a
+# tangent; a name that is not a parameter is refused with the names it may have meant.
+check "graph g2p --tangent writes the step page" 0 "wrote $work/g2p-tangent.html" -- "$attograd" graph g2p \
+  --data "$work/pairs.tsv" --batch-size 4 --format html --tangent src_emb.weight --out "$work/g2p-tangent.html"
+expect "the loss carries a tangent" python3 -c '
+import json, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+start = html.index(">", html.index("id=\"step-data\"")) + 1
+nodes = json.loads(html[start:html.index("</script>", start)])["nodes"]
+sys.exit(0 if nodes[-1]["op"] == "cross_entropy" and nodes[-1]["tangent"]["norm"] > 0 else 1)' "$work/g2p-tangent.html"
+check "graph g2p --tangent of no parameter" 1 "did you mean transformer.encoder.layers.0.self_attn.in_proj_weight" -- \
+  "$attograd" graph g2p --data "$work/pairs.tsv" --batch-size 4 --format html \
+  --tangent encoder.layers.0.self_attn.in_proj_weight --out "$work/bad-tangent.html"
 check "eval g2p reproduces the last validation WER" 0 "WER $wer%" -- \
   "$attograd" --threads 1 eval g2p --checkpoint "$out/last.safetensors" --split val --report "$work/report.svg"
 expect "eval --report wrote the report" grep -q "<svg" "$work/report.svg"

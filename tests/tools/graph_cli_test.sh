@@ -45,6 +45,10 @@ check "unwritable --out (html)" 1 "$tmp/taken" -- "$attograd" graph walkthrough 
 expect "no partial file" test "$(ls "$tmp")" = "$before"
 check "html and --trace-backward" 2 "--trace-backward" -- "$attograd" graph walkthrough --format html --trace-backward
 check "help shows defaults" 0 "=text" -- "$attograd" graph squares --help
+check "--tangent without html" 2 "--format html" -- "$attograd" graph walkthrough --tangent W_query
+check "--tangent of no parameter" 1 "its 4 are inputs, W_query, W_key, W_value" -- \
+  "$attograd" graph walkthrough --format html --tangent x --out "$tmp/t.html"
+expect "no page from a refused --tangent" test ! -e "$tmp/t.html"
 
 # Sentiment, both attention kinds; the trace goes to stderr.
 check "sentiment" 0 "scaled_dot_product_attention" -- "$attograd" graph sentiment --heads 2 --format text

@@ -1,8 +1,9 @@
 """The step page in a real browser: Debian's headless Chromium, driven over the Chrome DevTools
 protocol (on a pipe: no port, no network), opens the page of `walkthrough`'s seed 003 step from a
 file, clicks a node, steps through backward with the arrow keys and checks the values the page shows
-against the numbers `attograd walkthrough` prints. Saves a screenshot of each view (graph.png,
-node_panel.png, backward_stepping.png) in SHOTS. Exit 77 (skipped) without Chromium.
+against the numbers `attograd walkthrough` prints, and on a `--tangent` page the tangent beside the
+value. Saves a screenshot of each view (graph.png, node_panel.png, backward_stepping.png,
+tangent_panel.png) in SHOTS. Exit 77 (skipped) without Chromium.
     step_page_browser_test.py ATTOGRAD SHOTS"""
 import base64
 import fcntl
@@ -206,6 +207,18 @@ def main(attograd, tmp, shots):
         expect("the inputs (used by queries, keys and values) received three gradients", received == "3", received)
         expect("inputs.grad shown is walkthrough's", close(shown_values(browser, "leaf-grad"),
                printed_gradient(printed, "inputs"), 0.5e-4 + 1e-9))
+
+        # The page of a forward-mode forward (--tangent W_query): context's panel shows its tangent
+        # beside its value (step_page_test.py checks those numbers against finite differences).
+        tangent_page = os.path.join(tmp, "tangent.html")
+        tangent_data = make_page(attograd, tangent_page, ("walkthrough", "--tangent", "W_query"))
+        browser.send("Page.navigate", url="file://" + os.path.abspath(tangent_page))
+        browser.wait_event("Page.loadEventFired")
+        click_node(browser, node_of_scope(tangent_data, "context")["id"])
+        expect("a --tangent page shows context's tangent", close(shown_values(browser, "tangent"),
+               node_of_scope(tangent_data, "context")["tangent"]["values"], 0.5e-4 + 1e-9),
+               shown_values(browser, "tangent"))
+        browser.screenshot(os.path.join(shots, "tangent_panel.png"))
     finally:
         browser.close()
     print(f"{failures} failed")

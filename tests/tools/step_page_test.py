@@ -1,7 +1,8 @@
 """The step page's numbers for `walkthrough`'s seed 003 step: every gradient equals what `attograd
 walkthrough` prints, the leaves' gradients agree with finite differences of an independent forward
 written here in plain Python, and the three uses of the inputs reach them as three gradients that
-add up to their .grad. Prints OK / NOT OK per check.
+add up to their .grad. With --tangent LEAF, every node's tangent is the finite difference of its
+value along the page's v. Prints OK / NOT OK per check.
     step_page_test.py ATTOGRAD"""
 import math
 import os
@@ -31,22 +32,32 @@ def matmul(a, b, n, k, m):  # (n, k) @ (k, m), row-major lists
     return [sum(a[i * k + j] * b[j * m + c] for j in range(k)) for i in range(n) for c in range(m)]
 
 
-def loss(tensors):
-    """context.sum(), context = softmax(q kᵀ / √2) v."""
+def forward(tensors):
+    """Every step of context = softmax(q kᵀ / √2) v, by its scope name, row-major."""
     x = tensors["inputs"]
     q, k, v = (matmul(x, tensors[w], 6, 3, 2) for w in ("W_query", "W_key", "W_value"))
-    total = 0.0
+    scores = [q[2 * i] * k[2 * j] + q[2 * i + 1] * k[2 * j + 1] for i in range(6) for j in range(6)]
+    scaled = [s / math.sqrt(2) for s in scores]
+    weights = []
     for i in range(6):
-        scores = [(q[2 * i] * k[2 * j] + q[2 * i + 1] * k[2 * j + 1]) / math.sqrt(2) for j in range(6)]
-        top = max(scores)
-        e = [math.exp(s - top) for s in scores]
-        weights = [w / sum(e) for w in e]
-        total += sum(weights[j] * (v[2 * j] + v[2 * j + 1]) for j in range(6))
-    return total
+        row = scaled[6 * i:6 * i + 6]
+        e = [math.exp(s - max(row)) for s in row]
+        weights += [w / sum(e) for w in e]
+    context = matmul(weights, v, 6, 6, 2)
+    return {"queries": q, "keys": k, "values": v, "attn_scores": scores, "scaled": scaled, "attn_weights": weights,
+            "context": context}
+
+
+def loss(tensors):
+    return sum(forward(tensors)["context"])
+
+
+def seed_tensors():
+    return {"inputs": list(INPUTS), **{w: list(values) for w, values in WEIGHTS.items()}}
 
 
 def finite_differences(name):
-    tensors = {"inputs": list(INPUTS), **{w: list(values) for w, values in WEIGHTS.items()}}
+    tensors = seed_tensors()
     grad = []
     for e in range(len(tensors[name])):
         saved = tensors[name][e]
@@ -91,8 +102,34 @@ def main(attograd, tmp):
     expect("each node runs after the nodes that feed it gradients",
            all(position[i["id"]] > position[n["id"]] for n in data["nodes"] if n["id"] in position
                for i in n["inputs"] if i["id"] in position))
+    for name in LEAVES:
+        check_tangents(attograd, os.path.join(tmp, f"tangent-{name}.html"), name)
     print(f"{failures} failed")
     return 1 if failures else 0
+
+
+def check_tangents(attograd, path, name):
+    """`--tangent NAME`: the leaf's tangent v is on the page; every step's tangent is the central
+    difference of that step's value along v, (f(NAME + εv) − f(NAME − εv)) / 2ε, computed here."""
+    data = make_page(attograd, path, ("walkthrough", "--tangent", name, "--tangent-seed", "7"))
+    v = leaf_named(data, name)["tangent"]["values"]
+    expect(f"--tangent {name}: the other leaves carry no tangent",
+           all(leaf_named(data, other)["tangent"] is None for other in LEAVES if other != name))
+    plus, minus = seed_tensors(), seed_tensors()
+    eps = 1e-6
+    plus[name] = [a + eps * b for a, b in zip(plus[name], v)]
+    minus[name] = [a - eps * b for a, b in zip(minus[name], v)]
+    ahead, behind = forward(plus), forward(minus)
+    for step in STEPS:
+        numeric = [(a - b) / (2 * eps) for a, b in zip(ahead[step], behind[step])]
+        tangent = node_of_scope(data, step)["tangent"]
+        if tangent is None:  # a step that does not read the leaf: its value does not move along v
+            expect(f"--tangent {name}: {step} carries no tangent, and its value does not move along v",
+                   all(d == 0 for d in numeric))
+            continue
+        worst = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(tangent["values"], numeric))
+        expect(f"--tangent {name}: {step}'s tangent is the finite difference along v (max relative difference "
+               f"{worst:.1e})", worst < 1e-6)
 
 
 if __name__ == "__main__":
