@@ -103,6 +103,7 @@ Registry& global_registry() {
     register_norm_ops(r);
     register_loss_ops(r);
     register_attention_ops(r);
+    register_packed_attention_ops(r);
     return r;
   }();
   return registry;

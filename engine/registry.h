@@ -129,5 +129,6 @@ void register_dropout_ops(Registry& registry);
 void register_norm_ops(Registry& registry);
 void register_loss_ops(Registry& registry);
 void register_attention_ops(Registry& registry);
+void register_packed_attention_ops(Registry& registry);
 
 }  // namespace ag
