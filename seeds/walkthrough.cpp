@@ -1,12 +1,14 @@
-// `attograd walkthrough`: seed 003's worked self-attention example, step by step, computed by the
-// engine: the six-token input, q/k/v, scores, scaled softmax, context; the causal mask; the
-// multi-head split of its toy example; then backward from context.sum(), every intermediate's
-// gradient checked against finite differences. The only numbers typed in are the inputs and the
-// weights as the seed prints them (rounded to 4 decimals: results agree with its printout to
-// about 2e-4). Everything runs in f64.
-#include <fmt/format.h>
+// `attograd walkthrough`'s printout (walkthrough.h): seed 003's worked self-attention example,
+// step by step, computed by the engine: the six-token input, q/k/v, scores, scaled softmax,
+// context; the causal mask; the multi-head split of its toy example; then backward from
+// context.sum(), every intermediate's gradient checked against finite differences. The only
+// numbers typed in are the inputs and the weights as the seed prints them (rounded to 4 decimals:
+// results agree with its printout to about 2e-4). Everything runs in f64.
+#include "seeds/walkthrough.h"
 
-#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <functional>
 #include <map>
@@ -14,8 +16,7 @@
 #include <vector>
 
 #include "engine/autograd.h"
-#include "engine/functional.h"
-#include "engine/inspect.h"
+#include "engine/error.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/mask.h"
@@ -24,14 +25,11 @@
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
-#include "nn/seeds/seed003.h"
-#include "tools/commands.h"
-#include "tools/flag_checks.h"
-#include "tools/printed_values.h"
-#include "tools/seed_attention.h"
-#include "tools/timing.h"
+#include "seeds/printed_values.h"
+#include "seeds/seed003.h"
+#include "seeds/seed_attention.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 namespace {
 
@@ -207,21 +205,12 @@ void backward_checked() {
   }
 }
 
-int run() {
-  const Tensor x = nn::seed003_inputs(DType::f64);
-  const SeedWeights weights;
-  single_head(x, weights);
-  multi_head_toy();
-  backward_checked();
-  return 0;
-}
-
 }  // namespace
 
 SeedAttentionStep seed_attention_step() {
   const std::vector<Step> steps = attention_steps();
   const SeedWeights w;
-  SeedAttentionStep step{{clone(nn::seed003_inputs(DType::f64)).requires_grad_(), clone(w.query).requires_grad_(),
+  SeedAttentionStep step{{clone(seed003_inputs(DType::f64)).requires_grad_(), clone(w.query).requires_grad_(),
                           clone(w.key).requires_grad_(), clone(w.value).requires_grad_()},
                          {},
                          {}};
@@ -242,8 +231,6 @@ ParameterNames seed_attention_leaf_names(const SeedAttentionStep& step) {
   return names;
 }
 
-// Seed 003's context as a function of its four leaves (inputs, W_query, W_key, W_value): the
-// steps the walkthrough prints, run on the values the function transforms pass in.
 std::vector<Tensor> seed_context(const std::vector<Tensor>& leaves) {
   const std::vector<Step> steps = attention_steps();
   std::vector<Tensor> values = leaves;
@@ -251,33 +238,7 @@ std::vector<Tensor> seed_context(const std::vector<Tensor>& leaves) {
   return {values.back()};
 }
 
-// `walkthrough --notebook 003 --jacobian`: the Jacobian of the context (6, 2) with respect to the
-// four leaves (36 elements) both ways — forward mode, one JVP per input element; reverse mode, one
-// forward and one VJP per output element — their agreement and their times.
-int print_seed_jacobian() {
-  const SeedAttentionStep step = seed_attention_step();
-  const std::vector<Tensor> leaves(step.values.begin(), step.values.begin() + 4);
-  int64_t inputs = 0;
-  for (const Tensor& leaf : leaves) inputs += leaf.numel();
-  const int64_t outputs = step.values.back().numel();
-  Jacobian forward, reverse;
-  const double forward_ms = median_ms(5, [&] { forward = jacfwd(seed_context, leaves); });
-  const double reverse_ms = median_ms(5, [&] { reverse = jacrev(seed_context, leaves); });
-  double largest = 0;
-  for (size_t i = 0; i < leaves.size(); ++i)
-    largest = std::max(largest, max(abs(sub(forward[0][i], reverse[0][i]))).item());
-  fmt::print("Jacobian of context {} with respect to inputs {}, W_query, W_key, W_value {}: {} x {} entries (f64)\n",
-             shape_str(step.values.back().shape()), shape_str(leaves[0].shape()), shape_str(leaves[1].shape()), outputs,
-             inputs);
-  fmt::print("  jacfwd (forward mode): {:3} JVPs, one per input element    {:8.3f} ms (median of 5)\n", inputs,
-             forward_ms);
-  fmt::print("  jacrev (reverse mode): {:3} VJPs, one per output element   {:8.3f} ms (median of 5)\n", outputs,
-             reverse_ms);
-  fmt::print("  largest |jacfwd - jacrev|: {:.3g}\n", largest);
-  fmt::print("  d context[0,0] / d inputs (6, 3):\n{}\n",
-             reshape(slice(slice(forward[0][0], 0, 0, 1), 1, 0, 1), leaves[0].shape()).str());
-  return largest < 1e-12 ? 0 : 1;
-}
+namespace {
 
 // What each notebook prints that the walkthrough does not compare, and why.
 const std::map<std::string, std::string>& not_compared() {
@@ -294,34 +255,37 @@ const std::map<std::string, std::string>& not_compared() {
   return notes;
 }
 
-Command add_walkthrough_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand(
-      "walkthrough",
-      "Seed 003's self-attention example step by step, with its gradients checked by finite differences; "
-      "--notebook 000|002|003|004: every number that seed notebook prints beside ours, with verdicts and counts");
-  auto notebook = std::make_shared<std::string>();
-  cmd->add_option("--notebook", *notebook, "Which seed notebook's printed numbers to compare with ours")
-      ->check(CLI::IsMember({"000", "002", "003", "004"}));
-  auto jacobian = std::make_shared<bool>(false);
-  cmd->add_flag("--jacobian", *jacobian,
-                "With --notebook 003: the Jacobian of its attention's context with respect to its inputs and "
-                "weights, by forward mode (one JVP per input element) and by reverse mode (one VJP per output "
-                "element): their agreement, counts and times");
-  return {cmd, [notebook, jacobian] {
-            if (*jacobian) {
-              if (*notebook != "003")
-                throw UsageError(
-                    fmt::format("walkthrough --jacobian: expected --notebook 003 (seed 003's attention), got {}",
-                                notebook->empty() ? "no --notebook" : "--notebook " + *notebook));
-              return print_seed_jacobian();
-            }
-            if (notebook->empty()) return run();
-            const std::map<std::string, std::function<std::vector<PrintedCheck>()>> notebooks = {
-                {"000", notebook_000}, {"002", notebook_002}, {"003", notebook_003}, {"004", notebook_004}};
-            walk(*notebook, notebooks.at(*notebook)());
-            fmt::print("not compared: {}\n", not_compared().at(*notebook));
-            return 0;
-          }};
+// Each notebook's printed outputs with ours (walkthrough_000.cpp … _004.cpp).
+const std::map<std::string, std::function<std::vector<PrintedCheck>()>>& notebooks() {
+  static const std::map<std::string, std::function<std::vector<PrintedCheck>()>> all = {
+      {"000", notebook_000}, {"002", notebook_002}, {"003", notebook_003}, {"004", notebook_004}};
+  return all;
 }
 
-}  // namespace ag::cli
+}  // namespace
+
+int walkthrough() {
+  const Tensor x = seed003_inputs(DType::f64);
+  const SeedWeights weights;
+  single_head(x, weights);
+  multi_head_toy();
+  backward_checked();
+  return 0;
+}
+
+std::vector<std::string> notebook_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, checks] : notebooks()) names.push_back(name);
+  return names;
+}
+
+int walkthrough_notebook(const std::string& notebook) {
+  const auto found = notebooks().find(notebook);
+  AG_CHECK(found != notebooks().end(), "walkthrough: no seed notebook '{}', expected one of {}", notebook,
+           fmt::join(notebook_names(), ", "));
+  walk(notebook, found->second());
+  fmt::print("not compared: {}\n", not_compared().at(notebook));
+  return 0;
+}
+
+}  // namespace ag::seeds
