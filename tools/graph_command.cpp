@@ -9,13 +9,13 @@
 #include "engine/inspect.h"
 #include "engine/io.h"
 #include "engine/step_record.h"
+#include "seeds/seed_attention.h"
 #include "tasks/charlm/task.h"
 #include "tasks/g2p/task.h"
 #include "tasks/sentiment/task.h"
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
-#include "tools/seed_attention.h"
 #include "tools/step_page.h"
 
 namespace ag::cli {
@@ -286,8 +286,8 @@ Command add_graph_walkthrough(CLI::App* graph) {
             return export_graph(
                 *options,
                 [](const tasks::BeforeForward& before_forward) {
-                  auto step = std::make_shared<SeedAttentionStep>(seed_attention_step(before_forward));
-                  return TaskStep{step->loss, seed_attention_leaf_names(*step), step};  // step keeps the leaves
+                  auto step = std::make_shared<seeds::SeedAttentionStep>(seeds::seed_attention_step(before_forward));
+                  return TaskStep{step->loss, seeds::seed_attention_leaf_names(*step), step};  // step keeps the leaves
                 },
                 "walkthrough (seed 003)");
           }};

@@ -24,9 +24,9 @@ SentimentClassifier::SentimentClassifier(const ClassifierConfig& config, Generat
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, gen));
   if (heads > 0) {
     attention = register_module(
-        "attention", std::make_shared<nn::MultiHeadAttention>(dim, dim, kContextLength, 0.0, heads, false, gen));
+        "attention", std::make_shared<seeds::MultiHeadAttention>(dim, dim, kContextLength, 0.0, heads, false, gen));
   } else {
-    auto self_attention = std::make_shared<nn::SelfAttention>(dim, dim, dim, dim, gen);
+    auto self_attention = std::make_shared<seeds::SelfAttention>(dim, dim, dim, dim, gen);
     // Seed 002 draws W_q, W_k, W_v from N(0, 1): scores of size ~dim saturate the softmax from the
     // first step. Scale them to nn.Linear's initial variance (1 / (3·dim)), as the peer does.
     NoGradGuard no_grad;

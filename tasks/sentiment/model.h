@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "nn/seeds/seed003.h"
 #include "nn/layers.h"
+#include "seeds/seed003.h"
 
 namespace ag::sentiment {
 
@@ -33,7 +33,7 @@ class SentimentClassifier : public nn::Module {
 
   std::shared_ptr<nn::Embedding> embed;
   std::shared_ptr<nn::Dropout> dropout;
-  std::shared_ptr<nn::AttentionModule> attention;
+  std::shared_ptr<seeds::AttentionModule> attention;
   std::shared_ptr<nn::Linear> fc;
   int64_t heads = 0;  // as configured: 0 for SelfAttention
 };

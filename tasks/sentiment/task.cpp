@@ -377,7 +377,7 @@ int predict(const PredictOptions& options) {
     // The attention module's weights on the first text alone, taken by a forward hook.
     Tensor attention_weights;
     nn::HookHandle capture = model.attention->register_forward_hook([&](nn::Module& attention, const Tensor&) {
-      attention_weights = static_cast<nn::AttentionModule&>(attention).last_attention_weights;
+      attention_weights = static_cast<seeds::AttentionModule&>(attention).last_attention_weights;
     });
     auto [indices, padding] = sentences.batch({0});
     model(indices, padding);

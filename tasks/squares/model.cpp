@@ -2,7 +2,7 @@
 
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/shape.h"
-#include "nn/seeds/seed004.h"
+#include "seeds/seed004.h"
 #include "tasks/squares/transformer.h"
 
 namespace ag::squares {
@@ -22,13 +22,13 @@ class SelfAttnModel : public SquaresModel {
 
  private:
   // The encoder draws its initial weights before the decoder, as in the seed.
-  static std::unique_ptr<nn::seed004::EncoderDecoderSelfAttn> build(const ModelConfig& c) {
-    auto encoder = std::make_shared<nn::seed004::EncoderSelfAttn>(c.heads, c.d_model, c.ff_units, kFeatures);
-    auto decoder = std::make_shared<nn::seed004::DecoderSelfAttn>(c.heads, c.d_model, c.ff_units, kFeatures);
-    return std::make_unique<nn::seed004::EncoderDecoderSelfAttn>(encoder, decoder, kSourceLen, kTargetLen);
+  static std::unique_ptr<seeds::seed004::EncoderDecoderSelfAttn> build(const ModelConfig& c) {
+    auto encoder = std::make_shared<seeds::seed004::EncoderSelfAttn>(c.heads, c.d_model, c.ff_units, kFeatures);
+    auto decoder = std::make_shared<seeds::seed004::DecoderSelfAttn>(c.heads, c.d_model, c.ff_units, kFeatures);
+    return std::make_unique<seeds::seed004::EncoderDecoderSelfAttn>(encoder, decoder, kSourceLen, kTargetLen);
   }
 
-  std::unique_ptr<nn::seed004::EncoderDecoderSelfAttn> model_;
+  std::unique_ptr<seeds::seed004::EncoderDecoderSelfAttn> model_;
 };
 
 class TransformerModel : public SquaresModel {

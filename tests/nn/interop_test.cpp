@@ -20,11 +20,13 @@
 #include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
-#include "nn/seeds/seed004.h"
+#include "seeds/seed004.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn {
 namespace {
+
+namespace seed004 = seeds::seed004;
 
 namespace fs = std::filesystem;
 using Tensors = std::map<std::string, Tensor>;

@@ -11,11 +11,13 @@
 #include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
 #include "nn/layers.h"
-#include "nn/seeds/seed004.h"
 #include "nn/transformer.h"
+#include "seeds/seed004.h"
 
 namespace ag::nn {
 namespace {
+
+namespace seed004 = seeds::seed004;
 
 // log(proj(x)): a NaN appears here when proj's output is negative.
 class LogBlock : public UnaryModule {

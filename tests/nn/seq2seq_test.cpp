@@ -11,12 +11,14 @@
 #include "engine/ops/mask.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
-#include "nn/seeds/seed004.h"
 #include "nn/transformer.h"
+#include "seeds/seed004.h"
 #include "tests/test_util.h"
 
 namespace ag::nn {
 namespace {
+
+namespace seed004 = seeds::seed004;
 
 // Row-major values of x[:, from:to] (dim 1).
 std::vector<double> positions(const Tensor& x, int64_t from, int64_t to) { return slice(x, 1, from, to).to_vector(); }

@@ -6,13 +6,15 @@
 #include <functional>
 
 #include "nn/layers.h"
-#include "nn/seeds/seed003.h"
-#include "nn/seeds/seed004.h"
 #include "nn/transformer.h"
+#include "seeds/seed003.h"
+#include "seeds/seed004.h"
 #include "tests/golden_util.h"
 
 namespace ag::nn {
 namespace {
+
+namespace seed004 = seeds::seed004;
 
 class TorchInit : public ::testing::Test {
  protected:
@@ -59,11 +61,11 @@ TEST_F(TorchInit, Sequential) {
 }
 
 TEST_F(TorchInit, SeedAttentionClasses) {
-  check("seed002_self_attention", 123, [] { return std::make_shared<SelfAttention>(16, 24, 24, 28); });
-  check("seed003_v1", 123, [] { return std::make_shared<SelfAttention_v1>(3, 2); });
-  check("seed003_v2", 789, [] { return std::make_shared<SelfAttention_v2>(3, 2); });
-  check("seed003_causal", 123, [] { return std::make_shared<CausalAttention>(3, 2, 6, 0.0); });
-  check("seed003_mha", 123, [] { return std::make_shared<MultiHeadAttention>(3, 2, 6, 0.0, 2); });
+  check("seed002_self_attention", 123, [] { return std::make_shared<seeds::SelfAttention>(16, 24, 24, 28); });
+  check("seed003_v1", 123, [] { return std::make_shared<seeds::SelfAttention_v1>(3, 2); });
+  check("seed003_v2", 789, [] { return std::make_shared<seeds::SelfAttention_v2>(3, 2); });
+  check("seed003_causal", 123, [] { return std::make_shared<seeds::CausalAttention>(3, 2, 6, 0.0); });
+  check("seed003_mha", 123, [] { return std::make_shared<seeds::MultiHeadAttention>(3, 2, 6, 0.0, 2); });
 }
 
 TEST_F(TorchInit, MultiheadAttentionAndTransformer) {

@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 for file in include/attograd/attograd.h include/attograd/engine/tensor.h include/attograd/engine/function.h \
-  include/attograd/engine/testing/gradcheck_gtest.h include/attograd/nn/module.h \
+  include/attograd/engine/testing/gradcheck_gtest.h include/attograd/nn/module.h include/attograd/seeds/seed004.h \
   lib/cmake/attograd/attogradConfig.cmake lib/cmake/attograd/attogradConfigVersion.cmake \
   lib/pkgconfig/attograd.pc bin/attograd; do
   [ -e "$prefix/$file" ] || { echo "install: $file is missing"; exit 1; }

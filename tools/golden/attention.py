@@ -1,4 +1,4 @@
-"""Golden data for the seeds' attention classes (nn/seeds/seed003.h): weights, input, output,
+"""Golden data for the seeds' attention classes (seeds/seed003.h): weights, input, output,
 attention weights and the gradients of loss = Σ out ⊙ probe.
 
 The classes are the seeds' own, copied below with their bugs fixed (seed 002's SelfAttention

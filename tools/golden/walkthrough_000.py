@@ -1,6 +1,6 @@
 """Seed 000's cells run by PyTorch 1.13 (each as its code is written), for the walkthrough test:
 a printed number that PyTorch here reproduces, `attograd walkthrough --notebook 000` must
-reproduce as well. Keys are "<cell>.<what>" as tools/walkthrough_000.cpp names its checks.
+reproduce as well. Keys are "<cell>.<what>" as seeds/walkthrough_000.cpp names its checks.
 Writes tests/golden/walkthrough_000.safetensors. Run: /usr/bin/python3 tools/golden/walkthrough_000.py
 """
 import torch

@@ -1,5 +1,5 @@
 """Seed 003's seeded cells run by PyTorch 1.13 (as its code is written), for the walkthrough test.
-Keys are "<cell>.<what>" as tools/walkthrough_003.cpp names its checks.
+Keys are "<cell>.<what>" as seeds/walkthrough_003.cpp names its checks.
 Writes tests/golden/walkthrough_003.safetensors. Run: /usr/bin/python3 tools/golden/walkthrough_003.py
 """
 import torch

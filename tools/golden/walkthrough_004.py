@@ -1,6 +1,6 @@
 """Seed 004's printed cells run by PyTorch 1.13 with the seed's classes (tools/golden/seq2seq.py),
 as its code is written, for the walkthrough test. Keys are "<section>.<what>" as
-tools/walkthrough_004.cpp names its checks.
+seeds/walkthrough_004.cpp names its checks.
 Writes tests/golden/walkthrough_004.safetensors. Run: /usr/bin/python3 tools/golden/walkthrough_004.py
 """
 import torch

@@ -9,10 +9,10 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/reduce.h"
-#include "nn/seeds/seed004.h"
+#include "seeds/seed004.h"
 #include "tests/golden_util.h"
 
-namespace ag::nn::seed004 {
+namespace ag::seeds::seed004 {
 namespace {
 
 using Inputs = std::map<std::string, Tensor>;
@@ -20,7 +20,8 @@ using Inputs = std::map<std::string, Tensor>;
 // Golden data "seq2seq_<name>": loads its weights into `module`, gives `run` its inputs (as
 // leaves needing gradients) and masks, backpropagates Σ out ⊙ probe when the output has a graph,
 // and compares output, gradients and the printout. Returns the golden file for further checks.
-Golden check_against_golden(Module& module, const std::string& name, const std::function<Tensor(const Inputs&)>& run) {
+Golden check_against_golden(nn::Module& module, const std::string& name,
+                            const std::function<Tensor(const Inputs&)>& run) {
   Golden golden("seq2seq_" + name);
   const Inputs inputs = load_golden_into(module, golden);
   Tensor out = run(inputs);
@@ -102,4 +103,4 @@ TEST(GoldenSeq2Seq, EncoderDecoderEvalModePredicts) {
 }
 
 }  // namespace
-}  // namespace ag::nn::seed004
+}  // namespace ag::seeds::seed004

@@ -8,7 +8,7 @@
 
 #include "engine/tensor.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 // One printed output: the cell, what it shows, the notebook's text ("tensor([ 8.5808, ...])",
 // copied verbatim) and our tensor, whose elements are compared with its numbers in order.
@@ -38,10 +38,10 @@ Tally walk(const std::string& notebook, const std::vector<PrintedCheck>& checks)
 // one fused multiply-add after another along k. The notebooks' fourth decimals depend on it.
 Tensor torch_matmul(const Tensor& a, const Tensor& b);
 
-// The seeds' printed outputs with ours (tools/walkthrough_000.cpp, _003.cpp, _004.cpp).
+// The seeds' printed outputs with ours (walkthrough_000.cpp, _002.cpp, _003.cpp, _004.cpp).
 std::vector<PrintedCheck> notebook_000();
 std::vector<PrintedCheck> notebook_002();
 std::vector<PrintedCheck> notebook_003();
 std::vector<PrintedCheck> notebook_004();
 
-}  // namespace ag::cli
+}  // namespace ag::seeds

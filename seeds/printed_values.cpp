@@ -1,4 +1,4 @@
-#include "tools/printed_values.h"
+#include "seeds/printed_values.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "engine/error.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 std::vector<std::string> printed_numbers(const std::string& text) {
   static const std::regex number(R"(-?(\d+\.\d*(e[-+]\d+)?|inf))");
@@ -104,4 +104,4 @@ Tally walk(const std::string& notebook, const std::vector<PrintedCheck>& checks)
   return tally;
 }
 
-}  // namespace ag::cli
+}  // namespace ag::seeds

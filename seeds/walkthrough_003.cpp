@@ -16,10 +16,10 @@
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "nn/layers.h"
-#include "nn/seeds/seed003.h"
-#include "tools/printed_values.h"
+#include "seeds/printed_values.h"
+#include "seeds/seed003.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 namespace {
 
@@ -183,7 +183,7 @@ Tensor attention(const Tensor& queries, const Tensor& keys, const Tensor& values
 
 // The seed's CausalAttention as its cell 30 ran it: the result of its masked_fill is dropped (a seed
 // bug the library's class does not repeat), so every query attends to every key.
-Tensor causal_attention_as_run(const nn::CausalAttention& head, const Tensor& inputs) {
+Tensor causal_attention_as_run(const CausalAttention& head, const Tensor& inputs) {
   return attention(torch_matmul(inputs, t(head.w_query->weight)), torch_matmul(inputs, t(head.w_key->weight)),
                    torch_matmul(inputs, t(head.w_value->weight)));
 }
@@ -193,16 +193,16 @@ Tensor causal_attention_as_run(const nn::CausalAttention& head, const Tensor& in
 Tensor causal_heads_as_run(const Tensor& inputs, int heads) {
   manual_seed(123, RngStyle::torch);
   std::vector<Tensor> outputs;
-  for (int h = 0; h < heads; ++h) outputs.push_back(causal_attention_as_run(nn::CausalAttention(3, 2, 6, 0.0), inputs));
+  for (int h = 0; h < heads; ++h) outputs.push_back(causal_attention_as_run(CausalAttention(3, 2, 6, 0.0), inputs));
   const Tensor context = cat(outputs, -1);  // (6, 2 * heads)
   return stack({context, context}, 0);
 }
 
 // Cell 62: the final MultiHeadAttention (2 heads, d_out 6, out_proj) on three 6-d tokens, twice.
 Tensor final_multi_head() {
-  const Tensor x = reshape(nn::seed003_inputs(), {3, 6});  // the cell types the same 18 numbers in as 3 rows
+  const Tensor x = reshape(seed003_inputs(), {3, 6});  // the cell types the same 18 numbers in as 3 rows
   manual_seed(123, RngStyle::torch);
-  nn::MultiHeadAttention mha(6, 6, 3, 0.0, 2);
+  MultiHeadAttention mha(6, 6, 3, 0.0, 2);
   return mha(stack({x, x}, 0));
 }
 
@@ -217,7 +217,7 @@ Tensor seeded_dropout(const Tensor& x) {
 
 std::vector<PrintedCheck> notebook_003() {
   NoGradGuard no_grad;
-  const Tensor inputs = nn::seed003_inputs(), x_2 = row(inputs, 1);
+  const Tensor inputs = seed003_inputs(), x_2 = row(inputs, 1);
   manual_seed(123, RngStyle::torch);  // cell 6: three torch.rand(3, 2)
   const Tensor w_query = rand({3, 2}), w_key = rand({3, 2}), w_value = rand({3, 2});
   const Tensor queries = torch_matmul(inputs, w_query), keys = torch_matmul(inputs, w_key);  // (6, 2)
@@ -226,11 +226,11 @@ std::vector<PrintedCheck> notebook_003() {
   const Tensor weights_2 = scaled_softmax(scores_2);
 
   manual_seed(123, RngStyle::torch);  // cell 16
-  const nn::SelfAttention_v1 v1(3, 2);
+  const SelfAttention_v1 v1(3, 2);
   const Tensor v1_out =
       attention(torch_matmul(inputs, v1.w_query), torch_matmul(inputs, v1.w_key), torch_matmul(inputs, v1.w_value));
   manual_seed(789, RngStyle::torch);  // cell 17
-  const nn::SelfAttention_v2 v2(3, 2);
+  const SelfAttention_v2 v2(3, 2);
   const Tensor q2 = torch_matmul(inputs, t(v2.w_query->weight)), k2 = torch_matmul(inputs, t(v2.w_key->weight));
   const Tensor v2_out = attention(q2, k2, torch_matmul(inputs, t(v2.w_value->weight)));
   const Tensor scores_v2 = torch_matmul(q2, t(k2)), weights_v2 = scaled_softmax(scores_v2);  // (6, 6)
@@ -272,4 +272,4 @@ std::vector<PrintedCheck> notebook_003() {
   };
 }
 
-}  // namespace ag::cli
+}  // namespace ag::seeds

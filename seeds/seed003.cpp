@@ -1,4 +1,4 @@
-#include "nn/seeds/seed003.h"
+#include "seeds/seed003.h"
 
 #include "engine/error.h"
 #include "engine/ops/arithmetic.h"
@@ -7,7 +7,7 @@
 #include "engine/ops/matmul.h"
 #include "engine/ops/shape.h"
 
-namespace ag::nn {
+namespace ag::seeds {
 
 namespace {
 
@@ -56,8 +56,8 @@ Tensor as_heads(const Tensor& x) {
 // hidden is b8, true = hidden, broadcast to the scores (…, T, T); undefined: none. The weights
 // (after dropout, as PyTorch's need_weights) are kept in `kept`. dropout may be null; it draws
 // its mask from the module's generator in the same order as the Dropout module would.
-Tensor attend(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden, Dropout* dropout,
-              MaskedRows masked_rows, Tensor& kept) {
+Tensor attend(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& hidden,
+              nn::Dropout* dropout, MaskedRows masked_rows, Tensor& kept) {
   AttentionOptions o{.need_weights = true, .masked_rows = masked_rows};
   if (hidden.defined()) {
     const Tensor by_head = hidden.dim() == 3 && queries.dim() == 3 ? unsqueeze(hidden, 1) : hidden;
@@ -120,9 +120,9 @@ Tensor SelfAttention_v1::forward(const Tensor& x, const Tensor& key_padding_mask
 }
 
 SelfAttention_v2::SelfAttention_v2(int64_t d_in, int64_t d_out, bool qkv_bias, Generator& gen) {
-  w_query = register_module("w_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  w_key = register_module("w_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  w_value = register_module("w_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
+  w_query = register_module("w_query", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  w_key = register_module("w_key", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  w_value = register_module("w_value", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
 }
 
 Tensor SelfAttention_v2::forward(const Tensor& x, const Tensor& key_padding_mask) {
@@ -137,10 +137,10 @@ Tensor SelfAttention_v2::forward(const Tensor& x, const Tensor& key_padding_mask
 CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length, double p, bool qkv_bias,
                                  Generator& gen) {
   AG_CHECK(context_length > 0, "CausalAttention: expected a positive context_length, got {}", context_length);
-  w_query = register_module("w_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  w_key = register_module("w_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  w_value = register_module("w_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(p, gen));
+  w_query = register_module("w_query", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  w_key = register_module("w_key", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  w_value = register_module("w_value", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p, gen));
   mask = register_buffer("mask", causal_buffer(context_length));
 }
 
@@ -162,11 +162,11 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t cont
   AG_CHECK(num_heads > 0 && d_out % num_heads == 0,
            "MultiHeadAttention: d_out must be divisible by num_heads, got d_out={} num_heads={}", d_out, num_heads);
   AG_CHECK(context_length > 0, "MultiHeadAttention: expected a positive context_length, got {}", context_length);
-  W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(d_out, d_out, true, gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(p, gen));
+  W_query = register_module("W_query", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  W_key = register_module("W_key", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  W_value = register_module("W_value", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias, gen));
+  out_proj = register_module("out_proj", std::make_shared<nn::Linear>(d_out, d_out, true, gen));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p, gen));
   mask = register_buffer("mask", causal_buffer(context_length));
 }
 
@@ -197,4 +197,4 @@ Tensor seed003_inputs(DType dtype) {
                 {6, 3}, dtype);
 }
 
-}  // namespace ag::nn
+}  // namespace ag::seeds

@@ -10,7 +10,7 @@
 #include "engine/graph.h"
 #include "engine/tensor.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 struct SeedAttentionStep {
   // inputs, W_query, W_key, W_value (leaves that require grad), then each step computed from those
@@ -27,5 +27,8 @@ struct SeedAttentionStep {
 SeedAttentionStep seed_attention_step(const std::function<void(const NamedTensors& leaves)>& before_forward = {});
 // The four leaves by name (inputs, W_query, W_key, W_value), as the graph labels parameters.
 ParameterNames seed_attention_leaf_names(const SeedAttentionStep& step);
+// The context (6, 2) as a function of the four leaves: the same steps, run on the values a function
+// transform (jacfwd, jacrev) passes in.
+std::vector<Tensor> seed_context(const std::vector<Tensor>& leaves);
 
-}  // namespace ag::cli
+}  // namespace ag::seeds

@@ -1,4 +1,4 @@
-#include "nn/seeds/seed004.h"
+#include "seeds/seed004.h"
 
 #include "engine/autograd.h"
 #include "engine/ops/arithmetic.h"
@@ -6,7 +6,7 @@
 #include "engine/ops/mask.h"
 #include "engine/ops/shape.h"
 
-namespace ag::nn::seed004 {
+namespace ag::seeds::seed004 {
 
 namespace {
 
@@ -15,10 +15,10 @@ void check_sequence(std::string_view module, std::string_view what, const Tensor
            what, features, x.defined() ? shape_str(x.shape()) : "undefined");
 }
 
-std::shared_ptr<Sequential> feed_forward(int64_t d_model, int64_t ff_units, int64_t d_out, Generator& gen) {
-  return std::make_shared<Sequential>(std::vector<std::shared_ptr<UnaryModule>>{
-      std::make_shared<Linear>(d_model, ff_units, true, gen), std::make_shared<ReLU>(),
-      std::make_shared<Linear>(ff_units, d_out, true, gen)});
+std::shared_ptr<nn::Sequential> feed_forward(int64_t d_model, int64_t ff_units, int64_t d_out, Generator& gen) {
+  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::UnaryModule>>{
+      std::make_shared<nn::Linear>(d_model, ff_units, true, gen), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(ff_units, d_out, true, gen)});
 }
 
 }  // namespace
@@ -27,9 +27,9 @@ Attention::Attention(int64_t hidden_dim, int64_t input_dim, bool proj_values, Ge
     : input_dim_(input_dim < 0 ? hidden_dim : input_dim), proj_values_(proj_values) {
   AG_CHECK(hidden_dim > 0 && input_dim_ > 0, "Attention: expected positive sizes, got hidden_dim={} input_dim={}",
            hidden_dim, input_dim_);
-  linear_query = register_module("linear_query", std::make_shared<Linear>(input_dim_, hidden_dim, true, gen));
-  linear_key = register_module("linear_key", std::make_shared<Linear>(input_dim_, hidden_dim, true, gen));
-  linear_value = register_module("linear_value", std::make_shared<Linear>(input_dim_, hidden_dim, true, gen));
+  linear_query = register_module("linear_query", std::make_shared<nn::Linear>(input_dim_, hidden_dim, true, gen));
+  linear_key = register_module("linear_key", std::make_shared<nn::Linear>(input_dim_, hidden_dim, true, gen));
+  linear_value = register_module("linear_value", std::make_shared<nn::Linear>(input_dim_, hidden_dim, true, gen));
 }
 
 void Attention::init_keys(const Tensor& keys) {
@@ -58,8 +58,9 @@ Tensor Attention::forward(const Tensor& query, const Tensor& hidden) {
 MultiHeadAttention::MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t input_dim, bool proj_values,
                                        Generator& gen) {
   AG_CHECK(n_heads > 0, "MultiHeadAttention: expected a positive number of heads, got {}", n_heads);
-  linear_out = register_module("linear_out", std::make_shared<Linear>(numel({n_heads, d_model}), d_model, true, gen));
-  attn_heads = register_module("attn_heads", std::make_shared<ModuleList<Attention>>());
+  linear_out =
+      register_module("linear_out", std::make_shared<nn::Linear>(numel({n_heads, d_model}), d_model, true, gen));
+  attn_heads = register_module("attn_heads", std::make_shared<nn::ModuleList<Attention>>());
   for (int64_t h = 0; h < n_heads; ++h)
     attn_heads->push_back(std::make_shared<Attention>(d_model, input_dim, proj_values, gen));
 }
@@ -161,4 +162,4 @@ Tensor EncoderDecoderSelfAttn::forward(const Tensor& X, const Tensor& source_hid
   return decode(shifted_target_seq, source_hidden, causal_mask(target_len));
 }
 
-}  // namespace ag::nn::seed004
+}  // namespace ag::seeds::seed004

@@ -16,7 +16,7 @@
 #include "nn/layers.h"
 #include "nn/module.h"
 
-namespace ag::nn {
+namespace ag::seeds {
 
 // What every attention module shares: forward with or without a key-padding mask, the attention
 // weights of the last forward, and what a query whose keys are all hidden gets (an all-padding
@@ -24,7 +24,7 @@ namespace ag::nn {
 // zero weights, a zero context and zero gradient, so one empty sequence does not poison the
 // batch; PyTorch gives NaN there (MaskedRows::nan). Note [fully masked rows] in engine/ops/attention.h.
 // Every class runs the fused ag::scaled_dot_product_attention.
-class AttentionModule : public UnaryModule {
+class AttentionModule : public nn::UnaryModule {
  public:
   virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask) = 0;
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
@@ -73,7 +73,7 @@ class SelfAttention_v2 : public AttentionModule {
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask) override;
   std::string type_name() const override { return "SelfAttention_v2"; }
 
-  std::shared_ptr<Linear> w_query, w_key, w_value;
+  std::shared_ptr<nn::Linear> w_query, w_key, w_value;
 };
 
 // Seed 003, causal for real: position t attends to positions ≤ t only. x is (B, T, d_in) with
@@ -87,8 +87,8 @@ class CausalAttention : public AttentionModule {
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask) override;
   std::string type_name() const override { return "CausalAttention"; }
 
-  std::shared_ptr<Linear> w_query, w_key, w_value;
-  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<nn::Linear> w_query, w_key, w_value;
+  std::shared_ptr<nn::Dropout> dropout;
   Tensor mask;
 };
 
@@ -105,8 +105,8 @@ class MultiHeadAttention : public AttentionModule {
   std::string type_name() const override { return "MultiHeadAttention"; }
 
   int64_t num_heads, head_dim;
-  std::shared_ptr<Linear> W_query, W_key, W_value, out_proj;
-  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<nn::Linear> W_query, W_key, W_value, out_proj;
+  std::shared_ptr<nn::Dropout> dropout;
   Tensor mask;
 };
 
@@ -114,4 +114,4 @@ class MultiHeadAttention : public AttentionModule {
 // as the notebook has them (6, 3).
 Tensor seed003_inputs(DType dtype = DType::f32);
 
-}  // namespace ag::nn
+}  // namespace ag::seeds

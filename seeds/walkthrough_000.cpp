@@ -11,9 +11,9 @@
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "nn/layers.h"
-#include "tools/printed_values.h"
+#include "seeds/printed_values.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 namespace {
 
@@ -114,4 +114,4 @@ std::vector<PrintedCheck> notebook_000() {
   };
 }
 
-}  // namespace ag::cli
+}  // namespace ag::seeds

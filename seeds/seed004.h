@@ -11,7 +11,7 @@
 // A mask broadcasts against the scores (N, T_query, L_keys): (N, 1, L) hides source padding,
 // (T, T) hides the future. Each head runs the fused ag::scaled_dot_product_attention; a query
 // whose keys are all hidden gets masked_rows' treatment: zeros (MaskedRows::zero), like the
-// seed classes of nn/seeds/seed003.h, where the seed's -1e9 fill gave uniform weights (Note [fully
+// seed classes of seeds/seed003.h, where the seed's -1e9 fill gave uniform weights (Note [fully
 // masked rows] in engine/ops/attention.h; seed 004's data never hides a whole row).
 #pragma once
 
@@ -21,12 +21,12 @@
 #include "nn/layers.h"
 #include "nn/module.h"
 
-namespace ag::nn::seed004 {
+namespace ag::seeds::seed004 {
 
 // Scaled dot-product attention with one head of width hidden_dim. init_keys() fixes the keys
 // (and values) that later forward() calls attend to: the encoder states for cross-attention,
 // the query itself for self-attention.
-class Attention : public Module {
+class Attention : public nn::Module {
  public:
   explicit Attention(int64_t hidden_dim, int64_t input_dim = -1, bool proj_values = false,
                      Generator& gen = default_generator());
@@ -39,7 +39,7 @@ class Attention : public Module {
 
   const Tensor& alphas() const { return alphas_; }  // the last attention weights (N, T, L), detached
 
-  std::shared_ptr<Linear> linear_query, linear_key, linear_value;
+  std::shared_ptr<nn::Linear> linear_query, linear_key, linear_value;
   MaskedRows masked_rows = MaskedRows::zero;
 
  private:
@@ -52,7 +52,7 @@ class Attention : public Module {
 
 // n_heads Attention heads of width d_model each; their contexts are concatenated
 // (N, T, n_heads·d_model) and linear_out brings them back to d_model.
-class MultiHeadAttention : public Module {
+class MultiHeadAttention : public nn::Module {
  public:
   MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t input_dim = -1, bool proj_values = true,
                      Generator& gen = default_generator());
@@ -65,12 +65,12 @@ class MultiHeadAttention : public Module {
 
   Tensor alphas() const;  // every head's last attention weights stacked: (n_heads, N, T, L)
 
-  std::shared_ptr<Linear> linear_out;
-  std::shared_ptr<ModuleList<Attention>> attn_heads;
+  std::shared_ptr<nn::Linear> linear_out;
+  std::shared_ptr<nn::ModuleList<Attention>> attn_heads;
 };
 
 // Self-attention over the source sequence, then a feed-forward network.
-class EncoderSelfAttn : public Module {
+class EncoderSelfAttn : public nn::Module {
  public:
   EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features = -1,
                   Generator& gen = default_generator());
@@ -81,12 +81,12 @@ class EncoderSelfAttn : public Module {
   std::string type_name() const override { return "EncoderSelfAttn"; }
 
   std::shared_ptr<MultiHeadAttention> self_attn_heads;
-  std::shared_ptr<Sequential> ffn;
+  std::shared_ptr<nn::Sequential> ffn;
 };
 
 // Masked self-attention over the (shifted) target sequence, cross-attention to the encoder
 // states given to init_keys(), then a feed-forward network back to n_features.
-class DecoderSelfAttn : public Module {
+class DecoderSelfAttn : public nn::Module {
  public:
   DecoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features = -1,
                   Generator& gen = default_generator());
@@ -101,13 +101,13 @@ class DecoderSelfAttn : public Module {
 
   std::shared_ptr<MultiHeadAttention> self_attn_heads;
   std::shared_ptr<MultiHeadAttention> cross_attn_heads;
-  std::shared_ptr<Sequential> ffn;
+  std::shared_ptr<nn::Sequential> ffn;
 };
 
 // The first input_len points of X are the source, the next target_len the target. In training
 // mode forward() decodes the shifted target at once under the causal mask (teacher forcing);
 // in eval mode it predicts target_len points one at a time from its own outputs.
-class EncoderDecoderSelfAttn : public Module {
+class EncoderDecoderSelfAttn : public nn::Module {
  public:
   EncoderDecoderSelfAttn(std::shared_ptr<EncoderSelfAttn> encoder, std::shared_ptr<DecoderSelfAttn> decoder,
                          int64_t input_len, int64_t target_len);
@@ -127,4 +127,4 @@ class EncoderDecoderSelfAttn : public Module {
   int64_t target_len;
 };
 
-}  // namespace ag::nn::seed004
+}  // namespace ag::seeds::seed004

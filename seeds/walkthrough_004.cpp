@@ -6,10 +6,10 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/shape.h"
-#include "nn/seeds/seed004.h"
-#include "tools/printed_values.h"
+#include "seeds/printed_values.h"
+#include "seeds/seed004.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 namespace {
 
@@ -49,10 +49,10 @@ std::vector<PrintedCheck> notebook_004() {
   const Tensor full_seq = tensor({-1, -1, -1, 1, 1, 1, 1, -1}, {1, 4, 2});  // the perfect square
   const Tensor source_seq = slice(full_seq, 1, 0, 2), target_seq = slice(full_seq, 1, 2, 4);
   manual_seed(11, RngStyle::torch);
-  nn::seed004::EncoderSelfAttn encoder(3, 2, 10, 2);
+  seed004::EncoderSelfAttn encoder(3, 2, 10, 2);
   const Tensor encoder_states = encoder(source_seq);  // (1, 2, 2)
   manual_seed(13, RngStyle::torch);
-  nn::seed004::DecoderSelfAttn decoder(3, 2, 10, 2);
+  seed004::DecoderSelfAttn decoder(3, 2, 10, 2);
   manual_seed(0, RngStyle::attograd);
   decoder.init_keys(encoder_states);
   const Tensor shifted_seq = cat({slice(source_seq, 1, 1, 2), slice(target_seq, 1, 0, 1)}, 1);
@@ -78,4 +78,4 @@ std::vector<PrintedCheck> notebook_004() {
   };
 }
 
-}  // namespace ag::cli
+}  // namespace ag::seeds

@@ -6,13 +6,13 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
-#include "nn/seeds/seed003.h"
+#include "seeds/seed003.h"
 #include "tests/golden_util.h"
 
-namespace ag::nn {
+namespace ag::seeds {
 namespace {
 
-void load_golden_state(Module& module, const Golden& golden) {
+void load_golden_state(nn::Module& module, const Golden& golden) {
   NamedTensors state;
   for (const auto& [key, t] : golden.tensors())
     if (key.rfind("param.", 0) == 0) state.emplace_back(key.substr(6), t);
@@ -106,4 +106,4 @@ TEST(GoldenAttention, MultiHeadAttentionEqualsTorchMultiheadAttention) {
 }
 
 }  // namespace
-}  // namespace ag::nn
+}  // namespace ag::seeds

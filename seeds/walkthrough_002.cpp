@@ -2,9 +2,9 @@
 // (nn.Embedding and torch.randn before any torch.manual_seed, in a kernel whose earlier state is
 // unknown; PyTorch's own default seed gives other numbers), so none of it can be reproduced; the
 // walkthrough lists each number with the reason. The printed blocks are the notebook's, verbatim.
-#include "tools/printed_values.h"
+#include "seeds/printed_values.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 
 namespace {
 
@@ -71,4 +71,4 @@ std::vector<PrintedCheck> notebook_002() {
   };
 }
 
-}  // namespace ag::cli
+}  // namespace ag::seeds

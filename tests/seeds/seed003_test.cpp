@@ -1,7 +1,7 @@
 // The attention classes: seed 003's printed numbers as test vectors, and the properties every
 // attention must have — causality, masked keys with exactly zero weight and gradient, no NaN
 // from -inf, and padding that never changes a sequence's outputs.
-#include "nn/seeds/seed003.h"
+#include "seeds/seed003.h"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +21,7 @@
 #include "tests/golden_util.h"
 #include "tests/test_util.h"
 
-namespace ag::nn {
+namespace ag::seeds {
 namespace {
 
 // The seed printed its weights to 4 decimals, so results agree to about 2e-4 (DESIGN.md, Testing).
@@ -244,7 +244,7 @@ TEST(AttentionProperties, FullyPaddedSequenceGivesZerosNotNaN) {
 // output projection's bias) under MaskedRows::zero. The other sequence is the same either way.
 TEST(AttentionProperties, MultiheadAttentionFollowsItsMaskedRowsPolicy) {
   Generator gen(15);
-  PackedMultiheadAttention mha(4, 2, 0.0, gen);
+  nn::PackedMultiheadAttention mha(4, 2, 0.0, gen);
   const Tensor x = randn({2, 3, 4}, DType::f32, gen);
   const Tensor padding = tensor({0, 0, 0, 1, 1, 1}, {2, 3}, DType::b8);  // sequence 1: all padding
   const Tensor nan_rows = mha(x, x, x, padding);
@@ -294,7 +294,7 @@ TEST(AttentionProperties, PaddingNeverChangesASequencesOutputs) {
 
 // ---- Names and errors -------------------------------------------------------------------------
 
-std::vector<std::string> names_of(const Module& module) {
+std::vector<std::string> names_of(const nn::Module& module) {
   std::vector<std::string> names;
   for (const auto& [name, _] : module.state_dict()) names.push_back(name);
   return names;
@@ -363,4 +363,4 @@ TEST(Attention, BadArgumentsAreErrorsNamingTheModule) {
 }
 
 }  // namespace
-}  // namespace ag::nn
+}  // namespace ag::seeds

@@ -8,9 +8,9 @@
 #include <map>
 
 #include "engine/safetensors.h"
-#include "tools/printed_values.h"
+#include "seeds/printed_values.h"
 
-namespace ag::cli {
+namespace ag::seeds {
 namespace {
 
 void expect_what_pytorch_reproduces(const std::string& notebook, const std::vector<PrintedCheck>& checks) {
@@ -52,4 +52,4 @@ TEST(WalkthroughNotebook, Seed004ReproducesWhatPyTorchReproduces) {
 }
 
 }  // namespace
-}  // namespace ag::cli
+}  // namespace ag::seeds
