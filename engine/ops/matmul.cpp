@@ -6,6 +6,7 @@
 
 #include "engine/autocast.h"
 #include "engine/autograd.h"
+#include "engine/kernels/linear.h"
 #include "engine/kernels/matmul.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/pointwise.h"
