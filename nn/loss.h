@@ -10,13 +10,10 @@
 namespace ag::nn {
 
 // A module with no parameters computing loss(input, target). Prints as PyTorch does: "MSELoss()".
-class Loss : public Module {
+class Loss : public Callable<Loss> {
  public:
   explicit Loss(Reduction reduction) : reduction(reduction) {}
   virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
-  Tensor operator()(const Tensor& input, const Tensor& target) {
-    return call([&] { return forward(input, target); });
-  }
 
   Reduction reduction;
 };

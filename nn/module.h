@@ -71,8 +71,8 @@ class Module {
   HookHandle register_forward_hook(ForwardHook hook);
 
   // The one way a module runs: `forward` (a callable returning the output) inside this module's
-  // scope (nodes created in it record "encoder.ffn.0"), then the forward hooks. Every operator()
-  // goes through it.
+  // scope (nodes created in it record "encoder.ffn.0"), then the forward hooks. Callable's
+  // operator() goes through it, as must any other method that runs the module (GPT's forward).
   template <typename Forward>
   Tensor call(Forward&& forward) {
     const ScopeGuard scope = enter_scope();
@@ -118,13 +118,22 @@ class Module {
   uint64_t next_hook_id_ = 0;
 };
 
+// The base of a module that is called: `module(args...)` is Derived's `forward(args...)` run by
+// call() (its scope, then its hooks). Defaults live on forward(); an argument written `{}` needs its
+// type named at the call (`Tensor()`, `TransformerMasks{...}`), since a template cannot deduce one.
+template <class Derived>
+class Callable : public Module {
+ public:
+  template <class... Args>
+  Tensor operator()(Args&&... args) {
+    return call([&] { return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...); });
+  }
+};
+
 // A module with one tensor in and one out: what Sequential chains.
-class UnaryModule : public Module {
+class UnaryModule : public Callable<UnaryModule> {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) {
-    return call([&] { return forward(x); });
-  }
 };
 
 }  // namespace ag::nn

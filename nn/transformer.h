@@ -33,7 +33,7 @@ class NonDynamicallyQuantizableLinear : public Linear {
 // key_padding_mask (N, S), TRUE = NOT allowed to attend (the opposite of scaled_dot_product_attention's
 // attn_mask). A query with every key masked gets masked_rows' treatment (PyTorch's NaN by default:
 // Note [fully masked rows] in engine/ops/attention.h).
-class PackedMultiheadAttention : public Module {
+class PackedMultiheadAttention : public Callable<PackedMultiheadAttention> {
  public:
   PackedMultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0,
                            Generator& gen = default_generator());
@@ -42,10 +42,6 @@ class PackedMultiheadAttention : public Module {
   // tensor) its key and value with one: engine's packed_self_attention / packed_cross_attention.
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
                  const Tensor& attn_mask = {});
-  Tensor operator()(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
-                    const Tensor& attn_mask = {}) {
-    return call([&] { return forward(query, key, value, key_padding_mask, attn_mask); });
-  }
   std::string type_name() const override { return "MultiheadAttention"; }
 
   const Tensor& attention_weights() const { return weights_; }  // the last ones (N, H, T, S), detached
@@ -83,13 +79,10 @@ struct TransformerLayerOptions {
 };
 
 // x = norm1(x + self_attn(x)); x = norm2(x + ff(x)), ff = linear2(dropout(relu(linear1(x)))).
-class TransformerEncoderLayer : public Module {
+class TransformerEncoderLayer : public Callable<TransformerEncoderLayer> {
  public:
   explicit TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
   Tensor forward(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {});
-  Tensor operator()(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {}) {
-    return call([&] { return forward(src, src_mask, src_key_padding_mask); });
-  }
   std::string type_name() const override { return "TransformerEncoderLayer"; }
 
   std::shared_ptr<PackedMultiheadAttention> self_attn;
@@ -110,17 +103,11 @@ struct DecoderLayerCache {
 
 // Masked self-attention, cross-attention to the encoder's memory, feed-forward; each sublayer
 // residual then LayerNorm (norm1, norm2, norm3).
-class TransformerDecoderLayer : public Module {
+class TransformerDecoderLayer : public Callable<TransformerDecoderLayer> {
  public:
   explicit TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
-  Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
-                    const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
-                    const Tensor& memory_key_padding_mask = {}) {
-    return call(
-        [&] { return forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask); });
-  }
   std::string type_name() const override { return "TransformerDecoderLayer"; }
   // The layer at one new position: tgt (N, 1, E) → (N, 1, E), the position's keys and values added to
   // the cache. Equals forward's last row under a causal tgt_mask (no padding inside a decoded prefix).
@@ -136,13 +123,10 @@ class TransformerDecoderLayer : public Module {
 };
 
 // N encoder layers, then a final LayerNorm (`norm`).
-class TransformerEncoder : public Module {
+class TransformerEncoder : public Callable<TransformerEncoder> {
  public:
   TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen = default_generator());
   Tensor forward(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {});
-  Tensor operator()(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {}) {
-    return call([&] { return forward(src, mask, src_key_padding_mask); });
-  }
   std::string type_name() const override { return "TransformerEncoder"; }
 
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
@@ -159,17 +143,11 @@ struct DecoderCache {
   void select(const Tensor& rows);  // rows: 1-D i64 indices into the batch
 };
 
-class TransformerDecoder : public Module {
+class TransformerDecoder : public Callable<TransformerDecoder> {
  public:
   TransformerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen = default_generator());
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
-  Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
-                    const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
-                    const Tensor& memory_key_padding_mask = {}) {
-    return call(
-        [&] { return forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask); });
-  }
   std::string type_name() const override { return "TransformerDecoder"; }
 
   // Incremental decoding (no gradient): start() projects memory (N, S, E) for every layer's
@@ -204,14 +182,11 @@ struct TransformerMasks {
 
 // torch.nn.Transformer(batch_first=True). Parameters with more than one dim start Xavier-uniform,
 // as torch's _reset_parameters does.
-class Transformer : public Module {
+class Transformer : public Callable<Transformer> {
  public:
   explicit Transformer(const TransformerOptions& options = {}, Generator& gen = default_generator());
   // src (N, S, d_model), tgt (N, T, d_model) → (N, T, d_model).
   Tensor forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {});
-  Tensor operator()(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {}) {
-    return call([&] { return forward(src, tgt, masks); });
-  }
   std::string type_name() const override { return "Transformer"; }
 
   std::shared_ptr<TransformerEncoder> encoder;

@@ -1,6 +1,7 @@
-// Pointwise functions: exp, log and the activations, one element to one element: a table of rows
-// (UnaryOp), each with its forward kernel and its derivative in engine ops; clamp, which takes
-// bounds, written out.
+// Pointwise functions: exp, log and the activations, one element to one element: the rows of
+// pointwise_rows.h (UnaryOp), each with its forward kernel and its derivative in engine ops, made
+// into functions and registry entries here; the kernels the rows name; clamp, which takes bounds,
+// and threshold_backward, which takes two tensors, written out.
 #include "engine/ops/pointwise.h"
 
 #include <cmath>
@@ -85,175 +86,34 @@ Tensor gelu_tanh_forward(std::string_view, const Tensor& x) {
 constexpr Domain kAwayFromZero{.kinks = {0}, .kink_margin = 0.3};
 constexpr Domain kPositive{.low = 0.2, .high = 2.0};
 
-// The table: one row per op (UnaryOp in unary_op.h), the derivative under a comment quoting the
-// forward line. A new op is a row here, its declaration in pointwise.h and its name in
-// register_pointwise_ops below (engine/README.md, "Adding an op").
-
-constexpr UnaryOp kExp{.name = "exp",
-                       .node = "ExpBackward",
-                       .formula = "out = eˣ  →  dx = g · out",
-                       .forward = elementwise<[](auto v) { return std::exp(v); }>,
-                       .saves = UnaryOp::Saves::output,
-                       .derivative =
-                           [](const Tensor& g, const Tensor& out) {
-                             // out = exp(x)  →  dx = g * out
-                             return mul(g, out);
-                           },
-                       .torch = "torch.exp"};
-
-constexpr UnaryOp kLog{.name = "log",
-                       .node = "LogBackward",
-                       .formula = "out = log x  →  dx = g / x",
-                       .forward = elementwise<[](auto v) { return std::log(v); }>,
-                       .saves = UnaryOp::Saves::input,
-                       .derivative =
-                           [](const Tensor& g, const Tensor& x) {
-                             // out = log(x)  →  dx = g / x
-                             return div(g, x);
-                           },
-                       .domain = kPositive,
-                       .torch = "torch.log"};
-
-constexpr UnaryOp kSqrt{.name = "sqrt",
-                        .node = "SqrtBackward",
-                        .formula = "out = √x  →  dx = g / (2 out)",
-                        .forward = elementwise<[](auto v) { return std::sqrt(v); }>,
-                        .saves = UnaryOp::Saves::output,
-                        .derivative =
-                            [](const Tensor& g, const Tensor& out) {
-                              // out = sqrt(x)  →  dx = g / (2 * out)
-                              return div(g, mul(out, 2.0));
-                            },
-                        .domain = kPositive,
-                        .torch = "torch.sqrt"};
-
-constexpr UnaryOp kAbs{.name = "abs",
-                       .node = "AbsBackward",
-                       .formula = "out = |x|  →  dx = g · sign(x)",
-                       .forward = elementwise<[](auto v) { return std::abs(v); }>,
-                       .saves = UnaryOp::Saves::input,
-                       .derivative =
-                           [](const Tensor& g, const Tensor& x) {
-                             // out = |x|  →  dx = g * sign(x)
-                             return mul(g, sign(x));
-                           },
-                       .domain = kAwayFromZero,
-                       .torch = "torch.abs"};
-
-constexpr UnaryOp kRelu{.name = "relu",
-                        .node = "ReluBackward",
-                        .formula = "out = max(x, 0)  →  dx = g where out > 0, else 0",
-                        .forward = elementwise<[](auto v) { return (v > 0) ? v : decltype(v)(0); }>,
-                        .saves = UnaryOp::Saves::output,
-                        .derivative =
-                            [](const Tensor& g, const Tensor& out) {
-                              // out = max(x, 0)  →  dx = g where out > 0
-                              return threshold_backward(g, out);
-                            },
-                        .domain = kAwayFromZero,
-                        .torch = "torch.relu"};
-
-constexpr UnaryOp kGelu{.name = "gelu",
-                        .node = "GeluBackward",
-                        .formula = "out = gelu(x)  →  dx = g · gelu′(x)",
-                        .forward = gelu_erf_forward,
-                        .saves = UnaryOp::Saves::input,
-                        .derivative =
-                            [](const Tensor& g, const Tensor& x) {
-                              // out = gelu(x)  →  dx = g * gelu'(x)
-                              return mul(g, gelu_derivative(x, GeluApproximation::none));
-                            },
-                        .torch = "F.gelu"};
-
-constexpr UnaryOp kGeluTanh{.name = "gelu_tanh",
-                            .node = "GeluBackward",
-                            .formula = "out = gelu(x)  →  dx = g · gelu′(x)",
-                            .forward = gelu_tanh_forward,
-                            .saves = UnaryOp::Saves::input,
-                            .derivative =
-                                [](const Tensor& g, const Tensor& x) {
-                                  // out = gelu(x)  →  dx = g * gelu'(x), tanh form
-                                  return mul(g, gelu_derivative(x, GeluApproximation::tanh));
-                                },
-                            .torch = "lambda x: F.gelu(x, approximate='tanh')"};
-
-constexpr UnaryOp kTanh{.name = "tanh",
-                        .node = "TanhBackward",
-                        .formula = "out = tanh x  →  dx = g (1 − out²)",
-                        .forward = elementwise<[](auto v) { return std::tanh(v); }>,
-                        .saves = UnaryOp::Saves::output,
-                        .derivative =
-                            [](const Tensor& g, const Tensor& out) {
-                              // out = tanh(x)  →  dx = g * (1 - out²)
-                              return mul(g, 1.0 - mul(out, out));
-                            },
-                        .torch = "torch.tanh"};
-
-constexpr UnaryOp kSigmoid{.name = "sigmoid",
-                           .node = "SigmoidBackward",
-                           .formula = "out = σ(x)  →  dx = g · out (1 − out)",
-                           .forward = elementwise<[](auto v) {
-                             using T = decltype(v);
-                             return (v >= 0) ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
-                           }>,
-                           .saves = UnaryOp::Saves::output,
-                           .derivative =
-                               [](const Tensor& g, const Tensor& out) {
-                                 // out = 1 / (1 + exp(-x))  →  dx = g * out * (1 - out)
-                                 return mul(g, mul(out, 1.0 - out));
-                               },
-                           .torch = "torch.sigmoid",
-                           .parity_domain = Domain{.low = -6, .high = 6}};
-
-// log(1 + eˣ) as max(x, 0) + log1p(e^(−|x|)): the naive form overflows to inf at x ≳ 89 in f32.
-// Parity within ±15: past 20 F.softplus returns x itself (its threshold), where ours keeps the
-// log1p(e^-x) term, a relative 1e-10 more (tests/engine/pytorch_divergences_test.cpp).
-constexpr UnaryOp kSoftplus{.name = "softplus",
-                            .node = "SoftplusBackward",
-                            .formula = "out = log(1 + eˣ)  →  dx = g · σ(x)",
-                            .forward = elementwise<[](auto v) {
-                              using T = decltype(v);
-                              return std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
-                            }>,
-                            .saves = UnaryOp::Saves::input,
-                            .derivative =
-                                [](const Tensor& g, const Tensor& x) {
-                                  // out = log(1 + exp(x))  →  dx = g * sigmoid(x)
-                                  return mul(g, sigmoid(x));
-                                },
-                            .torch = "F.softplus",
-                            .parity_domain = Domain{.low = -15, .high = 15}};
-
-constexpr UnaryOp kSilu{.name = "silu",
-                        .node = "SiluBackward",
-                        .formula = "out = x σ(x)  →  dx = g · σ(x) (1 + x (1 − σ(x)))",
-                        .forward = elementwise<[](auto v) {
-                          using T = decltype(v);
-                          return (v >= 0) ? v / (T(1) + std::exp(-v)) : v * std::exp(v) / (T(1) + std::exp(v));
-                        }>,
-                        .saves = UnaryOp::Saves::input,
-                        .derivative =
-                            [](const Tensor& g, const Tensor& x) {
-                              // out = x * sigmoid(x)  →  dx = g * s * (1 + x * (1 - s)),  s = sigmoid(x)
-                              const Tensor s = sigmoid(x);
-                              return mul(g, mul(s, add(mul(x, 1.0 - s), 1.0)));
-                            },
-                        .torch = "F.silu"};
-
 }  // namespace
 
-Tensor exp(const Tensor& x) { return apply(kExp, x); }
-Tensor log(const Tensor& x) { return apply(kLog, x); }
-Tensor sqrt(const Tensor& x) { return apply(kSqrt, x); }
-Tensor abs(const Tensor& x) { return apply(kAbs, x); }
-Tensor relu(const Tensor& x) { return apply(kRelu, x); }
+// Each row of pointwise_rows.h as `exp_row`, with its function when it has one.
+#define AG_POINTWISE_ROW(op, ...)   \
+  constexpr UnaryOp op##_row = [] { \
+    UnaryOp row __VA_ARGS__;        \
+    row.name = #op;                 \
+    return row;                     \
+  }();
+#define AG_POINTWISE_OP(op, ...)    \
+  AG_POINTWISE_ROW(op, __VA_ARGS__) \
+  Tensor op(const Tensor& x) { return apply(op##_row, x); }
+#include "engine/ops/pointwise_rows.h"
+#undef AG_POINTWISE_OP
+#undef AG_POINTWISE_ROW
+
+// Every row, in the table's order: what register_pointwise_ops registers.
+#define AG_POINTWISE_ROW(op, ...) &op##_row,
+#define AG_POINTWISE_OP AG_POINTWISE_ROW
+constexpr const UnaryOp* kRows[] = {
+#include "engine/ops/pointwise_rows.h"
+};
+#undef AG_POINTWISE_OP
+#undef AG_POINTWISE_ROW
+
 Tensor gelu(const Tensor& x, GeluApproximation approximation) {
-  return apply(approximation == GeluApproximation::tanh ? kGeluTanh : kGelu, x);
+  return apply(approximation == GeluApproximation::tanh ? gelu_tanh_row : gelu_row, x);
 }
-Tensor tanh(const Tensor& x) { return apply(kTanh, x); }
-Tensor sigmoid(const Tensor& x) { return apply(kSigmoid, x); }
-Tensor softplus(const Tensor& x) { return apply(kSoftplus, x); }
-Tensor silu(const Tensor& x) { return apply(kSilu, x); }
 
 // One pass where mul(g, to(gt(out, 0))) took three (a b8 mask, its f32 copy, the product); and a
 // zero, not NaN, where g is infinite and out is not positive, as PyTorch's threshold_backward.
@@ -293,7 +153,7 @@ Tensor clamp(const Tensor& x, double min, double max) {
 }
 
 void register_pointwise_ops(Registry& registry) {
-  register_unary_ops(registry, {&kExp, &kLog, &kSqrt, &kAbs});
+  register_unary_ops(registry, kRows);
   registry.add({.name = "clamp",
                 .fn = [](const auto& in) { return clamp(in[0], -0.5, 0.7); },
                 .make_inputs = real_inputs(Domain{.kinks = {-0.5, 0.7}}),
@@ -306,7 +166,6 @@ void register_pointwise_ops(Registry& registry) {
                 .shape_sets = {{{3, 4}, {3, 4}}, {{2, 3, 5}, {2, 3, 5}}, {{1}, {1}}, {{}, {}}},
                 .torch = {.expression = "lambda g, out: torch.ops.aten.threshold_backward(g, out, 0)",
                           .domains = {Domain{}, Domain{.kinks = {0}}}}});
-  register_unary_ops(registry, {&kRelu, &kGelu, &kGeluTanh, &kTanh, &kSigmoid, &kSoftplus, &kSilu});
 }
 
 }  // namespace ag

@@ -6,18 +6,18 @@
 
 namespace ag {
 
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor abs(const Tensor& x);
+// `Tensor exp(const Tensor& x)` and the like: one for each AG_POINTWISE_OP row of the table
+// (exp, log, sigmoid, softplus, …: pointwise_rows.h lists them, each with its formula).
+#define AG_POINTWISE_OP(op, ...) Tensor op(const Tensor& x);
+#define AG_POINTWISE_ROW(op, ...)
+#include "engine/ops/pointwise_rows.h"
+#undef AG_POINTWISE_OP
+#undef AG_POINTWISE_ROW
+
 Tensor clamp(const Tensor& x, double min, double max);  // min > max: max everywhere, as PyTorch
-Tensor relu(const Tensor& x);
 // relu's derivative, one pass: grad where out > 0, else 0 (PyTorch's threshold_backward at 0).
 Tensor threshold_backward(const Tensor& grad, const Tensor& out);
+// The gelu row, or with GeluApproximation::tanh the gelu_tanh row.
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor softplus(const Tensor& x);  // log(1 + exp(x)), stable for large |x|
-Tensor silu(const Tensor& x);      // x * sigmoid(x) (SiLU, swish)
 
 }  // namespace ag

@@ -20,7 +20,7 @@ Tensor apply(const UnaryOp& op, const Tensor& x) {
   return out;
 }
 
-void register_unary_ops(Registry& registry, std::initializer_list<const UnaryOp*> ops) {
+void register_unary_ops(Registry& registry, std::span<const UnaryOp* const> ops) {
   const UnaryRegistrar unary(registry);
   for (const UnaryOp* op : ops) {
     registry.add({.name = op->name,

@@ -5,8 +5,8 @@
 // tools/golden/parity.py draws their parity cases. engine/README.md, "Adding an op", recipe 1.
 #pragma once
 
-#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "engine/kernels/elementwise.h"
@@ -18,9 +18,9 @@ namespace ag {
 struct UnaryOp {
   enum class Saves { input, output };  // what the derivative reads besides the gradient
 
-  const char* name;     // "exp": the op, its registry entry and its parity cases
-  const char* node;     // "ExpBackward"
-  const char* formula;  // "out = eˣ  →  dx = g · out": the derivative as the step page prints it
+  const char* name = nullptr;  // "exp": the op, its registry entry and its parity cases
+  const char* node;            // "ExpBackward"
+  const char* formula;         // "out = eˣ  →  dx = g · out": the derivative as the step page prints it
   Tensor (*forward)(std::string_view name, const Tensor& x);  // the kernel: elementwise<f>, or one of its own
   Saves saves;
   Tensor (*derivative)(const Tensor& grad, const Tensor& saved);  // dx, in engine ops: differentiable again
@@ -39,6 +39,6 @@ Tensor elementwise(std::string_view name, const Tensor& x) {
 Tensor apply(const UnaryOp& op, const Tensor& x);
 
 // One registry entry per row, on UnaryRegistrar's shapes.
-void register_unary_ops(Registry& registry, std::initializer_list<const UnaryOp*> ops);
+void register_unary_ops(Registry& registry, std::span<const UnaryOp* const> ops);
 
 }  // namespace ag

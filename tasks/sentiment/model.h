@@ -19,16 +19,13 @@ struct ClassifierConfig {
   double embedding_std = 1;  // embeddings drawn from N(0, embedding_std²); 1 is nn.Embedding's own
 };
 
-class SentimentClassifier : public nn::Module {
+class SentimentClassifier : public nn::Callable<SentimentClassifier> {
  public:
   static constexpr int64_t kContextLength = 256;  // the longest text MultiHeadAttention takes
 
   explicit SentimentClassifier(const ClassifierConfig& config, Generator& gen = default_generator());
   // indices (N, T) i64, padding (N, T) b8 → logits (N).
   Tensor forward(const Tensor& indices, const Tensor& padding);
-  Tensor operator()(const Tensor& indices, const Tensor& padding) {
-    return call([&] { return forward(indices, padding); });
-  }
   std::string type_name() const override { return "SentimentClassifier"; }
 
   std::shared_ptr<nn::Embedding> embed;

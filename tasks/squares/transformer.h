@@ -14,15 +14,12 @@ namespace ag::squares {
 // For seed 004's squares: points (F features) projected to d_model, position-encoded, through
 // the Transformer, projected back. forward() decodes a shifted target under the causal mask
 // (teacher forcing); predict() generates target_len points from its own outputs.
-class SquaresTransformer : public nn::Module {
+class SquaresTransformer : public nn::Callable<SquaresTransformer> {
  public:
   SquaresTransformer(int64_t n_features, const nn::TransformerOptions& options, int64_t max_len = 512,
                      Generator& gen = default_generator());
   // source (N, S, F), shifted_target (N, T, F) → (N, T, F).
   Tensor forward(const Tensor& source, const Tensor& shifted_target, const Tensor& src_key_padding_mask = {});
-  Tensor operator()(const Tensor& source, const Tensor& shifted_target, const Tensor& src_key_padding_mask = {}) {
-    return call([&] { return forward(source, shifted_target, src_key_padding_mask); });
-  }
   // The first target point is the last source point; returns (N, target_len, F), no gradient.
   Tensor predict(const Tensor& source, int64_t target_len, const Tensor& src_key_padding_mask = {});
   std::string type_name() const override { return "SquaresTransformer"; }

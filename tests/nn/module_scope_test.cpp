@@ -191,6 +191,29 @@ TEST(ForwardHook, SeveralHooksRunInOrderAndOneCanRemoveItself) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 2}));
 }
 
+// A module of several arguments (Callable's operator()), called with all of them and with forward's
+// defaults: its hook fires each time, with what forward returns, and its nodes carry its scope.
+TEST(ForwardHook, FiresForAModuleOfSeveralArgumentsCalledWithForwardsDefaults) {
+  manual_seed(0);
+  Transformer model(
+      {.d_model = 4, .nhead = 2, .num_encoder_layers = 1, .num_decoder_layers = 1, .dim_feedforward = 8, .dropout = 0});
+  int calls = 0;
+  Tensor captured;
+  model.encoder->register_forward_hook([&](Module& module, const Tensor& output) {
+    ++calls;
+    EXPECT_EQ(&module, model.encoder.get());
+    captured = output;
+  });
+  const Tensor src = randn({3, 2, 4});
+  model(src, randn({3, 2, 4}));  // the encoder with every mask argument (undefined)
+  EXPECT_EQ(calls, 1);
+  const Tensor memory = (*model.encoder)(src);  // mask and src_key_padding_mask from forward's defaults
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(captured.to_vector(), model.encoder->forward(src).to_vector());
+  EXPECT_EQ(scopes_of(sum(memory), "layer_norm"),
+            (std::multiset<std::string>{"encoder.layers.0.norm1", "encoder.layers.0.norm2", "encoder.norm"}));
+}
+
 TEST(Anomaly, NaNInsideASubmoduleNamesTheOpAndTheModulePath) {
   manual_seed(0);
   TwoLevels model;
