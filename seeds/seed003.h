@@ -24,13 +24,9 @@ namespace ag::seeds {
 // zero weights, a zero context and zero gradient, so one empty sequence does not poison the
 // batch; PyTorch gives NaN there (MaskedRows::nan). Note [fully masked rows] in engine/ops/attention.h.
 // Every class runs the fused ag::scaled_dot_product_attention.
-class AttentionModule : public nn::UnaryModule {
+class AttentionModule : public nn::Callable<AttentionModule> {
  public:
-  virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask) = 0;
-  Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
-  Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) {
-    return call([&] { return forward(x, key_padding_mask); });
-  }
+  virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor()) = 0;
 
   Tensor last_attention_weights;  // (…, T, T), or (B, H, T, T) for MultiHeadAttention
   MaskedRows masked_rows = MaskedRows::zero;
@@ -43,8 +39,7 @@ class AttentionModule : public nn::UnaryModule {
 class SelfAttention : public AttentionModule {
  public:
   SelfAttention(int64_t d_in, int64_t d_q, int64_t d_k, int64_t d_v, Generator& gen = default_generator());
-  using AttentionModule::forward;
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask) override;
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor()) override;
   std::string type_name() const override { return "SelfAttention"; }
 
   Tensor W_q;  // (d_q, d_in)
@@ -56,8 +51,7 @@ class SelfAttention : public AttentionModule {
 class SelfAttention_v1 : public AttentionModule {
  public:
   SelfAttention_v1(int64_t d_in, int64_t d_out, Generator& gen = default_generator());
-  using AttentionModule::forward;
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask) override;
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor()) override;
   std::string type_name() const override { return "SelfAttention_v1"; }
 
   Tensor w_query;  // (d_in, d_out)
@@ -69,8 +63,7 @@ class SelfAttention_v1 : public AttentionModule {
 class SelfAttention_v2 : public AttentionModule {
  public:
   SelfAttention_v2(int64_t d_in, int64_t d_out, bool qkv_bias = false, Generator& gen = default_generator());
-  using AttentionModule::forward;
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask) override;
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor()) override;
   std::string type_name() const override { return "SelfAttention_v2"; }
 
   std::shared_ptr<nn::Linear> w_query, w_key, w_value;
@@ -83,8 +76,7 @@ class CausalAttention : public AttentionModule {
  public:
   CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout, bool qkv_bias = false,
                   Generator& gen = default_generator());
-  using AttentionModule::forward;
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask) override;
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor()) override;
   std::string type_name() const override { return "CausalAttention"; }
 
   std::shared_ptr<nn::Linear> w_query, w_key, w_value;
@@ -100,8 +92,7 @@ class MultiHeadAttention : public AttentionModule {
  public:
   MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout, int64_t num_heads,
                      bool qkv_bias = false, Generator& gen = default_generator());
-  using AttentionModule::forward;
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask) override;
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor()) override;
   std::string type_name() const override { return "MultiHeadAttention"; }
 
   int64_t num_heads, head_dim;

@@ -26,15 +26,12 @@ namespace ag::seeds::seed004 {
 // Scaled dot-product attention with one head of width hidden_dim. init_keys() fixes the keys
 // (and values) that later forward() calls attend to: the encoder states for cross-attention,
 // the query itself for self-attention.
-class Attention : public nn::Module {
+class Attention : public nn::Callable<Attention> {
  public:
   explicit Attention(int64_t hidden_dim, int64_t input_dim = -1, bool proj_values = false,
                      Generator& gen = default_generator());
   void init_keys(const Tensor& keys);                              // keys (N, L, input_dim)
   Tensor forward(const Tensor& query, const Tensor& hidden = {});  // (N, T, input_dim) → (N, T, hidden_dim)
-  Tensor operator()(const Tensor& query, const Tensor& hidden = {}) {
-    return call([&] { return forward(query, hidden); });
-  }
   std::string type_name() const override { return "Attention"; }
 
   const Tensor& alphas() const { return alphas_; }  // the last attention weights (N, T, L), detached
@@ -52,15 +49,12 @@ class Attention : public nn::Module {
 
 // n_heads Attention heads of width d_model each; their contexts are concatenated
 // (N, T, n_heads·d_model) and linear_out brings them back to d_model.
-class MultiHeadAttention : public nn::Module {
+class MultiHeadAttention : public nn::Callable<MultiHeadAttention> {
  public:
   MultiHeadAttention(int64_t n_heads, int64_t d_model, int64_t input_dim = -1, bool proj_values = true,
                      Generator& gen = default_generator());
   void init_keys(const Tensor& keys);
   Tensor forward(const Tensor& query, const Tensor& hidden = {});
-  Tensor operator()(const Tensor& query, const Tensor& hidden = {}) {
-    return call([&] { return forward(query, hidden); });
-  }
   std::string type_name() const override { return "MultiHeadAttention"; }
 
   Tensor alphas() const;  // every head's last attention weights stacked: (n_heads, N, T, L)
@@ -70,14 +64,11 @@ class MultiHeadAttention : public nn::Module {
 };
 
 // Self-attention over the source sequence, then a feed-forward network.
-class EncoderSelfAttn : public nn::Module {
+class EncoderSelfAttn : public nn::Callable<EncoderSelfAttn> {
  public:
   EncoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features = -1,
                   Generator& gen = default_generator());
   Tensor forward(const Tensor& query, const Tensor& hidden = {});  // (N, L, n_features) → (N, L, d_model)
-  Tensor operator()(const Tensor& query, const Tensor& hidden = {}) {
-    return call([&] { return forward(query, hidden); });
-  }
   std::string type_name() const override { return "EncoderSelfAttn"; }
 
   std::shared_ptr<MultiHeadAttention> self_attn_heads;
@@ -86,7 +77,7 @@ class EncoderSelfAttn : public nn::Module {
 
 // Masked self-attention over the (shifted) target sequence, cross-attention to the encoder
 // states given to init_keys(), then a feed-forward network back to n_features.
-class DecoderSelfAttn : public nn::Module {
+class DecoderSelfAttn : public nn::Callable<DecoderSelfAttn> {
  public:
   DecoderSelfAttn(int64_t n_heads, int64_t d_model, int64_t ff_units, int64_t n_features = -1,
                   Generator& gen = default_generator());
@@ -94,9 +85,6 @@ class DecoderSelfAttn : public nn::Module {
   // (N, T, n_features) → (N, T, n_features). source_hidden hides encoder states, target_hidden
   // the decoder's own later positions.
   Tensor forward(const Tensor& query, const Tensor& source_hidden = {}, const Tensor& target_hidden = {});
-  Tensor operator()(const Tensor& query, const Tensor& source_hidden = {}, const Tensor& target_hidden = {}) {
-    return call([&] { return forward(query, source_hidden, target_hidden); });
-  }
   std::string type_name() const override { return "DecoderSelfAttn"; }
 
   std::shared_ptr<MultiHeadAttention> self_attn_heads;
@@ -107,15 +95,12 @@ class DecoderSelfAttn : public nn::Module {
 // The first input_len points of X are the source, the next target_len the target. In training
 // mode forward() decodes the shifted target at once under the causal mask (teacher forcing);
 // in eval mode it predicts target_len points one at a time from its own outputs.
-class EncoderDecoderSelfAttn : public nn::Module {
+class EncoderDecoderSelfAttn : public nn::Callable<EncoderDecoderSelfAttn> {
  public:
   EncoderDecoderSelfAttn(std::shared_ptr<EncoderSelfAttn> encoder, std::shared_ptr<DecoderSelfAttn> decoder,
                          int64_t input_len, int64_t target_len);
   // X (N, input_len + target_len, F) in training, (N, ≥ input_len, F) in eval → (N, target_len, F).
   Tensor forward(const Tensor& X, const Tensor& source_hidden = {});
-  Tensor operator()(const Tensor& X, const Tensor& source_hidden = {}) {
-    return call([&] { return forward(X, source_hidden); });
-  }
   void encode(const Tensor& source_seq, const Tensor& source_hidden);
   Tensor decode(const Tensor& shifted_target_seq, const Tensor& source_hidden, const Tensor& target_hidden);
   Tensor predict(const Tensor& source_seq, const Tensor& source_hidden);  // no gradient flows out

@@ -56,7 +56,7 @@ std::vector<PrintedCheck> notebook_004() {
   manual_seed(0, RngStyle::attograd);
   decoder.init_keys(encoder_states);
   const Tensor shifted_seq = cat({slice(source_seq, 1, 1, 2), slice(target_seq, 1, 0, 1)}, 1);
-  decoder(shifted_seq, {}, causal_mask(2));  // teacher forcing under the subsequent mask
+  decoder(shifted_seq, Tensor(), causal_mask(2));  // teacher forcing under the subsequent mask
   const Tensor alphas = decoder.self_attn_heads->alphas();
   // Prediction: from the last source point, one point at a time. The notebook calls
   // decself(inputs, trg_masks), which passes the subsequent mask as the *source* mask (a seed bug:

@@ -47,9 +47,9 @@ TEST(Seq2SeqProperties, Seed004DecoderIsCausal) {
   seed004::DecoderSelfAttn decoder(3, 4, 10, 2, gen);
   decoder.init_keys(randn({2, 3, 4}, DType::f32, gen));
   const Tensor query = randn({2, 5, 2}, DType::f32, gen);
-  const Tensor out = decoder(query, {}, causal_mask(5));
+  const Tensor out = decoder(query, Tensor(), causal_mask(5));
   for (int64_t t = 0; t < 4; ++t) {
-    const Tensor changed = decoder(with_new_future(query, t + 1, gen), {}, causal_mask(5));
+    const Tensor changed = decoder(with_new_future(query, t + 1, gen), Tensor(), causal_mask(5));
     EXPECT_EQ(positions(changed, 0, t + 1), positions(out, 0, t + 1)) << "outputs ≤ " << t << " changed";
     EXPECT_NE(positions(changed, t + 1, 5), positions(out, t + 1, 5));
   }
