@@ -16,6 +16,7 @@
 #include "tasks/squares/task.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
+#include "tools/settings_flags.h"
 #include "tools/step_page.h"
 
 namespace ag::cli {
@@ -179,17 +180,8 @@ Command add_graph_squares(CLI::App* graph) {
   auto task = std::make_shared<squares::SquaresOptions>();
   CLI::App* app = graph->add_subcommand("squares", "The graph of `train squares`'s loss on its first batch");
   add_output_flags(app, *options);
-  app->add_option("--model", task->model.model, "selfattn (seed 004's) or transformer")
-      ->check(CLI::IsMember({"selfattn", "transformer"}))
-      ->capture_default_str();
-  CLI::Option* heads = app->add_option("--heads", task->model.heads, "Attention heads (default: the model's, as train)")
-                           ->check(whole_number(1, 64));
-  app->add_option("--batch-size", task->training.batch_size, "Squares in the batch")
-      ->check(whole_number(1, 128))
-      ->capture_default_str();
-  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
-      ->check(kSeed)
-      ->capture_default_str();
+  add_setting_flags(app, squares::settings(), *task, {"--model", "--heads", "--batch-size", "--seed"});
+  const CLI::Option* heads = app->get_option("--heads");
   return {app, [options, task, heads] {
             const int64_t chosen_heads = task->model.heads;
             task->model = squares::default_model_config(task->model.model);
@@ -206,18 +198,7 @@ Command add_graph_sentiment(CLI::App* graph) {
   auto task = std::make_shared<sentiment::SentimentOptions>();
   CLI::App* app = graph->add_subcommand("sentiment", "The graph of `train sentiment`'s loss on its first batch");
   add_output_flags(app, *options);
-  app->add_option("--heads", task->heads, "0: SelfAttention; N: seed 003's MultiHeadAttention with N heads")
-      ->check(whole_number(0, 64))
-      ->capture_default_str();
-  app->add_option("--dim", task->dim, "Embedding and attention width")
-      ->check(whole_number(1, 4096))
-      ->capture_default_str();
-  app->add_option("--batch-size", task->training.batch_size, "Sentences in the batch")
-      ->check(whole_number(1, 1000000))
-      ->capture_default_str();
-  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
-      ->check(kSeed)
-      ->capture_default_str();
+  add_setting_flags(app, sentiment::settings(), *task, {"--heads", "--dim", "--batch-size", "--seed"});
   return {app, [options, task] {
             if (task->heads > 0) check_heads_divide(task->heads, "--heads", task->dim, "--dim");
             return export_graph(*options, first_step_of(sentiment::first_step_loss, task), "sentiment");
@@ -230,26 +211,8 @@ Command add_graph_charlm(CLI::App* graph) {
   CLI::App* app = graph->add_subcommand(
       "charlm", "The graph of `train charlm`'s loss on the first --batch-size windows of the training text");
   add_output_flags(app, *options);
-  app->add_option("--data", task->data, "A UTF-8 text file (default: Moby-Dick, fetched by tools/fetch_data.sh)")
-      ->check(kPath);
-  app->add_option("--batch-size", task->training.batch_size, "Windows in the batch")
-      ->check(whole_number(1, 1024))
-      ->capture_default_str();
-  app->add_option("--block-size", task->model.block_size, "Context length (characters)")
-      ->check(whole_number(1, 4096))
-      ->capture_default_str();
-  app->add_option("--layers", task->model.n_layer, "Transformer blocks")
-      ->check(whole_number(1, 64))
-      ->capture_default_str();
-  app->add_option("--heads", task->model.n_head, "Attention heads (dividing --width)")
-      ->check(whole_number(1, 256))
-      ->capture_default_str();
-  app->add_option("--width", task->model.n_embd, "Embedding width (n_embd)")
-      ->check(whole_number(1, 8192))
-      ->capture_default_str();
-  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
-      ->check(kSeed)
-      ->capture_default_str();
+  add_setting_flags(app, charlm::settings(), *task,
+                    {"--data", "--batch-size", "--block-size", "--layers", "--heads", "--width", "--seed"});
   return {app,
           [options, task] { return export_graph(*options, first_step_of(charlm::first_step_loss, task), "charlm"); }};
 }
@@ -260,17 +223,7 @@ Command add_graph_g2p(CLI::App* graph) {
   CLI::App* app = graph->add_subcommand(
       "g2p", "The graph of `train g2p`'s loss (the encoder-decoder) on the first --batch-size training pairs");
   add_output_flags(app, *options);
-  app->add_option("--data", task->data, "source<TAB>target lines (default: CMUdict, fetched by tools/fetch_data.sh)")
-      ->check(kPath);
-  app->add_option("--preset", task->preset, "Model sizes: small or base")
-      ->check(CLI::IsMember({"small", "base"}))
-      ->capture_default_str();
-  app->add_option("--batch-size", task->training.batch_size, "Pairs in the batch")
-      ->check(whole_number(1, 100000))
-      ->capture_default_str();
-  app->add_option("--seed", task->training.seed, "Seed of the model's initialisation")
-      ->check(kSeed)
-      ->capture_default_str();
+  add_setting_flags(app, g2p::settings(), *task, {"--data", "--preset", "--batch-size", "--seed"});
   return {app, [options, task] {
             task->model = g2p::preset_config(task->preset);
             return export_graph(*options, first_step_of(g2p::first_step_loss, task), "g2p (" + task->preset + ")");

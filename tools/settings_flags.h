@@ -5,9 +5,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <functional>
 #include <memory>
 
+#include "engine/error.h"
 #include "tasks/common/run_dir.h"
 #include "tasks/common/settings.h"
 
@@ -26,6 +28,18 @@ void add_setting_flags(CLI::App* app, const std::vector<tasks::Setting<Options>>
     if (!s.flag.empty() && s.field) add_setting_flag(app, s.flag, s.help, s.field(options), s.accepts);
   for (const tasks::Setting<Options>& s : table)
     if (!s.excludes.empty()) app->get_option(s.flag)->excludes(s.excludes);
+}
+
+// The flags of `table` named in `flags`, as `train` has them (same help, same checks): for the
+// commands that build a task's model without training it (`graph`).
+template <class Options>
+void add_setting_flags(CLI::App* app, const std::vector<tasks::Setting<Options>>& table, Options& options,
+                       const std::vector<std::string>& flags) {
+  for (const std::string& flag : flags) {
+    const auto row = std::find_if(table.begin(), table.end(), [&](const auto& s) { return s.flag == flag; });
+    AG_CHECK(row != table.end() && row->field, "{}: the task's settings table has no flag {}", app->get_name(), flag);
+    add_setting_flag(app, row->flag, row->help, row->field(options), row->accepts);
+  }
 }
 
 // Opens the run folder (options.training.run_dir; with --resume its last.safetensors read once).
