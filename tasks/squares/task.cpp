@@ -79,14 +79,9 @@ RngStyle rng_style(const SquaresOptions& o) { return o.rng == "torch" ? RngStyle
 
 void write_plots(tasks::RunDir& folder, const std::vector<nn::EpochRecord>& history, SquaresModel& model,
                  const Tensor& test_points, const SquaresSpec& test_spec) {
-  std::vector<double> train_losses, val_losses;
-  for (const nn::EpochRecord& r : history) {
-    train_losses.push_back(r.train_loss);
-    val_losses.push_back(r.metrics.at("val_loss"));
-  }
-  folder.write("losses.svg", plot::line_chart("squares: MSE per epoch", "epoch", "MSE",
-                                              {{"train (teacher forcing)", train_losses},
-                                               {"validation (autoregressive)", val_losses}}));
+  folder.write("losses.svg",
+               plot::line_chart("squares: MSE per epoch", "epoch", "MSE",
+                                tasks::loss_curves(history, "train (teacher forcing)", "validation (autoregressive)")));
   const SourceTarget test = split(test_points);
   const Tensor predicted = model.predict(test.source);
   folder.write("predictions.svg",
