@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "tasks/common/corpus.h"
 #include "tasks/common/text.h"
 
 namespace ag::charlm {
@@ -80,6 +81,16 @@ Split split_90_10(const std::vector<int64_t>& ids) {
   const auto n_train = static_cast<size_t>(0.9 * static_cast<double>(ids.size()));  // Python's int(0.9 * N)
   return {{ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train)},
           {ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end()}};
+}
+
+Text load_text(const std::string& data) {
+  constexpr const char* kMobyDick = "moby-dick.txt";
+  Text text{data.empty() ? tasks::corpus_path(kMobyDick) : data, {}, {}};
+  const std::string bytes = data.empty() ? tasks::read_corpus(kMobyDick) : tasks::read_data_file(data);
+  text.sha256 = tasks::data_file_sha256(text.path);
+  text.chars = tasks::decode_utf8(tasks::as_text(bytes, text.path), text.path);
+  AG_CHECK(!text.chars.empty(), "{}: the text is empty, expected UTF-8 text to train on", text.path);
+  return text;
 }
 
 }  // namespace ag::charlm

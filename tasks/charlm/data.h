@@ -37,4 +37,12 @@ struct Split {
 };
 Split split_90_10(const std::vector<int64_t>& ids);
 
+// The text a run reads, decoded: `data`, else Moby-Dick from the data cache.
+struct Text {
+  std::string path;
+  std::u32string chars;
+  std::string sha256;  // of the file's bytes: recorded in config.json, compared by --resume and eval
+};
+Text load_text(const std::string& data);
+
 }  // namespace ag::charlm

@@ -50,6 +50,11 @@ struct SampleOptions {
   bool drop_unknown = false;
 };
 
+// The GPT a run trains and its checkpoints hold: options.model's sizes with the text's vocab_size,
+// initialised from the run's seed. `train` and `first_step_loss` build it within the memory bound;
+// `eval` and `sample` within the file's tensors (nn::build_from_config), then load them.
+std::unique_ptr<nn::GPT> build_model(const CharLMOptions& options, int64_t vocab_size);
+
 // Each returns the process exit code; bad input throws ag::Error.
 int train(const CharLMOptions& options);
 // The loss of `train`'s first step on the first batch_size windows of the training split (starts

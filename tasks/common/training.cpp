@@ -133,4 +133,14 @@ std::vector<int64_t> first_batch(const nn::TrainTask& task, int64_t batch_size) 
   return rows;
 }
 
+std::vector<plot::Series> loss_curves(const std::vector<nn::EpochRecord>& history, const std::string& train,
+                                      const std::string& validation) {
+  std::vector<plot::Series> curves = {{train, {}}, {validation, {}}};
+  for (const nn::EpochRecord& r : history) {
+    curves[0].values.push_back(r.train_loss);
+    curves[1].values.push_back(r.metrics.at("val_loss"));
+  }
+  return curves;
+}
+
 }  // namespace ag::tasks

@@ -11,6 +11,7 @@
 
 #include "nn/trainer.h"
 #include "tasks/common/settings.h"
+#include "tasks/common/svg.h"
 
 namespace ag::tasks {
 
@@ -101,5 +102,10 @@ using BeforeForward = std::function<void(const NamedTensors& parameters)>;
 // The rows of that first batch: the task's first batch_size training examples in order (all of them
 // when there are fewer), where `train` shuffles.
 std::vector<int64_t> first_batch(const nn::TrainTask& task, int64_t batch_size);
+
+// A run's train loss and validation loss (its "val_loss" metric) per epoch: the two curves of a
+// task's losses.svg, named `train` and `validation`.
+std::vector<plot::Series> loss_curves(const std::vector<nn::EpochRecord>& history, const std::string& train,
+                                      const std::string& validation);
 
 }  // namespace ag::tasks

@@ -142,12 +142,49 @@ std::vector<double> log_probabilities(const double* row, int64_t V) {
   return out;
 }
 
+// A word's finished hypothesis: its tokens and their log-probability over its length (with <eos>).
+struct Finished {
+  double normalised;
+  Ids tokens;
+};
+
+// A possible next hypothesis: live hypothesis `hyp` of a word extended by `token`.
+struct Candidate {
+  double score;
+  int64_t hyp, token;
+};
+
+// The best 2K extensions of a word's live hypotheses (each row's logits in `logits`, V per row), by
+// score (the lower hypothesis and token first on ties).
+std::vector<Candidate> best_candidates(const std::vector<Hypothesis>& hyps, const std::vector<double>& logits,
+                                       int64_t V, int64_t K) {
+  std::vector<Candidate> candidates;
+  for (size_t h = 0; h < hyps.size(); ++h) {
+    const std::vector<double> logp = log_probabilities(logits.data() + hyps[h].row * V, V);
+    for (int64_t v = 0; v < V; ++v)
+      if (logp[static_cast<size_t>(v)] > -INFINITY)
+        candidates.push_back({hyps[h].score + logp[static_cast<size_t>(v)], static_cast<int64_t>(h), v});
+  }
+  const size_t top = std::min(candidates.size(), static_cast<size_t>(2 * K));
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(top), candidates.end(),
+                    [](const Candidate& a, const Candidate& b) {
+                      return a.score > b.score ||
+                             (a.score == b.score && a.hyp * 1000 + a.token < b.hyp * 1000 + b.token);
+                    });
+  candidates.resize(top);
+  return candidates;
+}
+
+// The tokens of the finished hypothesis with the best normalised score (none: no tokens).
+Ids best_finished(const std::vector<Finished>& done) {
+  const auto best = std::max_element(done.begin(), done.end(), [](const Finished& a, const Finished& b) {
+    return a.normalised < b.normalised;  // the first of equal bests, as Python's max
+  });
+  return best != done.end() ? best->tokens : Ids{};
+}
+
 std::vector<Ids> beam_search(G2PTransformer& model, const std::vector<Ids>& sources, const DecodeOptions& o) {
   const int64_t V = model.config.target_vocab, K = o.beam;
-  struct Finished {
-    double normalised;
-    Ids tokens;
-  };
   std::vector<std::vector<Finished>> finished(sources.size());
   Stepper stepper(model, sources, o.use_cache);
   // Live hypotheses per live word; a word starts with one (the peer's -inf scores for the others).
@@ -162,28 +199,12 @@ std::vector<Ids> beam_search(G2PTransformer& model, const std::vector<Ids>& sour
     Ids next_tokens;
     std::vector<Ids> next_row_tokens;
     for (const int64_t w : words) {
-      struct Candidate {
-        double score;
-        int64_t hyp, token;
-      };
-      std::vector<Candidate> candidates;
       const auto& hyps = live[static_cast<size_t>(w)];
-      for (size_t h = 0; h < hyps.size(); ++h) {
-        const std::vector<double> logp = log_probabilities(logits.data() + hyps[h].row * V, V);
-        for (int64_t v = 0; v < V; ++v)
-          if (logp[static_cast<size_t>(v)] > -INFINITY)
-            candidates.push_back({hyps[h].score + logp[static_cast<size_t>(v)], static_cast<int64_t>(h), v});
-      }
-      const size_t top = std::min(candidates.size(), static_cast<size_t>(2 * K));
-      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(top), candidates.end(),
-                        [](const Candidate& a, const Candidate& b) {
-                          return a.score > b.score ||
-                                 (a.score == b.score && a.hyp * 1000 + a.token < b.hyp * 1000 + b.token);
-                        });
+      const std::vector<Candidate> candidates = best_candidates(hyps, logits, V, K);
       std::vector<Hypothesis> next;
       std::vector<std::pair<int64_t, int64_t>> extended;  // (row, token) of each next hypothesis
       auto& done = finished[static_cast<size_t>(w)];
-      for (size_t i = 0; i < top && static_cast<int64_t>(next.size()) < K; ++i) {
+      for (size_t i = 0; i < candidates.size() && static_cast<int64_t>(next.size()) < K; ++i) {
         const Candidate& c = candidates[i];
         const int64_t row = hyps[static_cast<size_t>(c.hyp)].row;
         if (c.token == kEos) {
@@ -220,13 +241,7 @@ std::vector<Ids> beam_search(G2PTransformer& model, const std::vector<Ids>& sour
     if (!words.empty()) logits = stepper.step(keep, next_tokens);
   }
   std::vector<Ids> out(sources.size());
-  for (size_t w = 0; w < sources.size(); ++w) {
-    const auto& done = finished[w];
-    const auto best = std::max_element(done.begin(), done.end(), [](const Finished& a, const Finished& b) {
-      return a.normalised < b.normalised;  // the first of equal bests, as Python's max
-    });
-    if (best != done.end()) out[w] = best->tokens;
-  }
+  for (size_t w = 0; w < sources.size(); ++w) out[w] = best_finished(finished[w]);
   return out;
 }
 

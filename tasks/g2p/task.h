@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tasks/common/training.h"
+#include "tasks/g2p/data.h"
 #include "tasks/g2p/model.h"
 
 namespace ag::g2p {
@@ -54,6 +55,11 @@ struct PredictOptions {
   int64_t beam = 1;
   int64_t max_memory_mb = 0;  // as EvalOptions'
 };
+
+// The model a run trains and its checkpoints hold: options.model's sizes with the symbol tables',
+// initialised from the run's seed. `train` and `first_step_loss` build it within the memory bound;
+// `eval` and `predict` within the file's tensors (nn::build_from_config), then load them.
+std::unique_ptr<G2PTransformer> build_model(const G2POptions& options, const Symbols& source, const Symbols& target);
 
 // Each returns the process exit code; bad input throws ag::Error.
 int train(const G2POptions& options);

@@ -52,6 +52,11 @@ struct EvalOptions {
   std::string split = "test";    // train, val or test
 };
 
+// The classifier a run trains and its checkpoints hold: the options' sizes with the vocabulary's,
+// initialised from the run's seed. `train` and `first_step_loss` build it within the memory bound;
+// `eval` and `predict` within the file's tensors (nn::build_from_config), then load them.
+std::unique_ptr<SentimentClassifier> build_model(const SentimentOptions& options, int64_t vocab_size);
+
 // Returns the process exit code; throws ag::Error on bad input.
 int train(const SentimentOptions& options);
 

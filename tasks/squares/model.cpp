@@ -73,4 +73,14 @@ std::unique_ptr<SquaresModel> make_model(const ModelConfig& config) {
   return std::make_unique<TransformerModel>(config);
 }
 
+SourceTarget split(const Tensor& points) {
+  return {slice(points, 1, 0, kSourceLen), slice(points, 1, kSourceLen, kSourceLen + kTargetLen)};
+}
+
+double values_per_square(const ModelConfig& m) {
+  const double width = static_cast<double>(m.model == "transformer" ? m.d_model : m.heads * m.d_model);
+  return 4 * static_cast<double>(m.layers) * 2 *
+         (12 * width + static_cast<double>(m.ff_units) + 12 * static_cast<double>(m.heads));
+}
+
 }  // namespace ag::squares

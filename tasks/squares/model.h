@@ -37,4 +37,15 @@ class SquaresModel {
 // from the default generator.
 std::unique_ptr<SquaresModel> make_model(const ModelConfig& config);
 
+// Whole squares (N, 4, 2) split into the given corners and the ones to predict.
+struct SourceTarget {
+  Tensor source;  // (N, 2, 2)
+  Tensor target;  // (N, 2, 2)
+};
+SourceTarget split(const Tensor& points);
+
+// The f32 values a square's forward keeps (Note [memory estimate] in train.cpp): `train`'s estimate,
+// and the chunks `eval squares` decodes.
+double values_per_square(const ModelConfig& m);
+
 }  // namespace ag::squares

@@ -4,6 +4,13 @@
 
 namespace ag::squares {
 
+ModelConfig default_model_config(const std::string& model) {
+  if (model == "transformer") return {.model = model, .heads = 2, .d_model = 16, .ff_units = 32, .layers = 1};
+  return {.model = model};
+}
+
+double default_lr(const std::string& model) { return model == "transformer" ? 3e-3 : 1e-2; }
+
 const std::vector<tasks::Setting<SquaresOptions>>& settings() {
   using O = SquaresOptions;
   using tasks::Accepts;

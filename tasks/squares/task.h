@@ -40,6 +40,12 @@ struct EvalOptions {
   std::string predictions;  // if set: a safetensors file of "source", "target" and "predicted" (N, 2, 2)
 };
 
+// The model a run trains and its checkpoints hold: options.model, initialised from the run's seed;
+// with --rng torch as the peer (PyTorch's draws after torch.manual_seed(23), then set_seed(seed) for
+// what the run draws next). `train` and `first_step_loss` build it within the memory bound; `eval`
+// within the file's tensors (nn::build_from_config), then loads them.
+std::unique_ptr<SquaresModel> build_model(const SquaresOptions& options);
+
 // Returns the process exit code; throws ag::Error on bad input.
 int train(const SquaresOptions& options);
 // Prints the MSE of the checkpoint's autoregressive predictions on freshly generated squares.

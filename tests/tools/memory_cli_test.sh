@@ -2,7 +2,7 @@
 # The memory estimate every `train` prints at the start against the peak resident memory the kernel
 # measured (getrusage) that `--report-memory` prints at the end: within 30% for each task, in runs
 # where a training step (or an evaluation chunk) dwarfs the program's own memory, at two sizes each,
-# so the test checks the per-task formulas (tasks/*/task.cpp, Note [memory estimate]), not only the
+# so the test checks the per-task formulas (tasks/*/train.cpp, Note [memory estimate]), not only the
 # resident memory at the start. Not under the sanitizers: their shadow memory is not the program's.
 set -u
 attograd="$1"

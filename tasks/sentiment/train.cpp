@@ -1,5 +1,5 @@
-#include "tasks/sentiment/task.h"
-
+// `train sentiment`: the data, the classifier training starts from, the TrainTask, and what the end
+// of a run prints and writes; `first_step_loss` (`attograd graph sentiment`).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,25 +11,16 @@
 #include <optional>
 
 #include "engine/autograd.h"
-#include "engine/io.h"
-#include "engine/json.h"
-#include "engine/ops/arithmetic.h"
 #include "engine/ops/loss.h"
-#include "engine/ops/pointwise.h"
-#include "engine/ops/reduce.h"
-#include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"
-#include "tasks/common/checkpoint_config.h"
 #include "tasks/common/corpus.h"
-#include "tasks/common/embedded.h"
 #include "tasks/common/memory.h"
 #include "tasks/common/run_dir.h"
 #include "tasks/common/svg.h"
 #include "tasks/common/text.h"
-#include "tasks/sentiment/data.h"
-#include "tasks/sentiment/model.h"
-#include "tasks/sentiment/report.h"
+#include "tasks/sentiment/sentences.h"
+#include "tasks/sentiment/task.h"
 #include "tasks/sentiment/uci.h"
 
 namespace ag::sentiment {
@@ -40,95 +31,11 @@ namespace {
 // seed 002's at nn.Embedding's N(0, 1), as before.
 constexpr double kUciEmbeddingStd = 0.02;
 
-// Seed 002's sentences, built into the program: "train.tsv" or "test.tsv".
-std::vector<Example> seed_sentences(const std::string& file) {
-  const std::string name = "sentiment/" + file;
-  return parse_tsv(std::string(tasks::embedded_file(name)), name + " (built in)");
-}
-
-// Labelled sentences with their word indices, encoded once.
-struct EncodedSentences {
-  EncodedSentences(std::vector<Example> all, const Vocabulary& vocab) : examples(std::move(all)) {
-    for (const Example& e : examples) {
-      indices.push_back(vocab.indices(e.text));
-      lengths.push_back(indices.back().size());
-    }
-  }
-  int64_t size() const { return static_cast<int64_t>(examples.size()); }
-
-  // (indices, padding) of these rows, padded to the longest of them.
-  std::pair<Tensor, Tensor> batch(const std::vector<int64_t>& rows) const {
-    std::vector<const std::vector<int64_t>*> chosen;
-    for (int64_t i : rows) chosen.push_back(&indices[i]);
-    return Vocabulary::pad(chosen);
-  }
-  Tensor labels(const std::vector<int64_t>& rows) const {
-    std::vector<double> values;
-    for (int64_t i : rows) values.push_back(examples[i].label);
-    return tensor(values, {static_cast<int64_t>(values.size())});
-  }
-
-  std::vector<Example> examples;
-  std::vector<std::vector<int64_t>> indices;
-  std::vector<size_t> lengths;  // of each row of indices
-};
-
-std::vector<int64_t> all_rows(size_t n) {
-  std::vector<int64_t> rows(n);
-  std::iota(rows.begin(), rows.end(), 0);
-  return rows;
-}
-
 // The rows of n that are the shard's.
 std::vector<int64_t> shard_rows(const nn::dist::Shard& shard, int64_t n) {
   std::vector<int64_t> rows(static_cast<size_t>(shard.end(n) - shard.begin(n)));
   std::iota(rows.begin(), rows.end(), shard.begin(n));
   return rows;
-}
-
-// The logits of these sentences (in their order), as a forward pass would give them: the caller
-// sets eval mode and no grad. The sentences go in batches of similar length under the memory
-// budget, so a long sentence pads only its neighbours (attention is quadratic in the padded length).
-Tensor logits_of(SentimentClassifier& model, const EncodedSentences& sentences, const std::vector<int64_t>& rows) {
-  const BatchLimits limits{.heads = static_cast<size_t>(std::max<int64_t>(1, model.heads))};
-  std::vector<size_t> lengths(rows.size());  // by position in `rows`
-  for (size_t k = 0; k < rows.size(); ++k) lengths[k] = sentences.lengths[rows[k]];
-  std::vector<double> logits(rows.size());
-  for (const std::vector<int64_t>& positions : batches_by_length(all_rows(rows.size()), lengths, limits)) {
-    std::vector<int64_t> batch;
-    for (const int64_t k : positions) batch.push_back(rows[k]);
-    auto [indices, padding] = sentences.batch(batch);
-    const Tensor out = model(indices, padding);
-    for (size_t k = 0; k < positions.size(); ++k) logits[positions[k]] = out.at({static_cast<int64_t>(k)});
-  }
-  return tensor(logits, {static_cast<int64_t>(logits.size())});
-}
-
-Tensor all_logits(SentimentClassifier& model, const EncodedSentences& sentences) {
-  return logits_of(model, sentences, all_rows(sentences.examples.size()));
-}
-
-// How many of the logits (one per row) are on the side of their sentence's label.
-int64_t correct_count(const Tensor& logits, const EncodedSentences& sentences, const std::vector<int64_t>& rows) {
-  int64_t correct = 0;
-  for (size_t i = 0; i < rows.size(); ++i)
-    correct += (logits.at({static_cast<int64_t>(i)}) > 0) == sentences.examples[rows[i]].label;
-  return correct;
-}
-
-int64_t correct_count(const Tensor& logits, const EncodedSentences& sentences) {
-  return correct_count(logits, sentences, all_rows(sentences.examples.size()));
-}
-
-double accuracy_of(const Tensor& logits, const EncodedSentences& sentences) {
-  return static_cast<double>(correct_count(logits, sentences)) / static_cast<double>(sentences.size());
-}
-
-Predictions predictions_of(const Tensor& logits, const EncodedSentences& sentences) {
-  const Tensor probabilities = sigmoid(logits);
-  Predictions out{sentences.examples, {}};
-  for (int64_t i = 0; i < sentences.size(); ++i) out.probabilities.push_back(probabilities.at({i}));
-  return out;
 }
 
 bool is_uci(const SentimentOptions& o) { return o.dataset == "uci"; }
@@ -259,137 +166,6 @@ void print_test_sentences(SentimentClassifier& model, const Vocabulary& vocab) {
   fmt::print("{} of {} test sentences right\n", correct, test.examples.size());
 }
 
-// The non-empty lines of a text file, one text each.
-std::vector<std::string> read_lines(const std::string& path) {
-  std::vector<std::string> lines = tasks::split_lines(tasks::read_text_file(path));
-  std::erase_if(lines, [](const std::string& line) { return line.empty(); });
-  return lines;
-}
-
-// The first text's attention weights over its real tokens, tokens on both axes. `weights` are
-// (N, T, T), or (N, H, T, T) with several heads: then their mean over the heads.
-void write_explanation(const std::string& path, const std::string& text, const Vocabulary& vocab,
-                       const Tensor& all_weights) {
-  const bool heads = all_weights.dim() == 4;
-  const Tensor weights = heads ? mean(all_weights, {1}) : all_weights;  // (N, T, T)
-  std::vector<std::string> labels;
-  for (const std::string& word : vocab.tokenize(text))
-    labels.push_back(vocab.index(word) == Vocabulary::kUnk ? word + " (unk)" : word);
-  if (labels.empty()) labels.push_back("<unk>");
-  const auto tokens = static_cast<int64_t>(labels.size());
-  std::vector<double> cells;
-  for (int64_t i = 0; i < tokens; ++i)
-    for (int64_t j = 0; j < tokens; ++j) cells.push_back(weights.at({0, i, j}));
-  write_file_atomically(
-      path, plot::heatmap(fmt::format("attention weights{}: \"{}\" (row: query, column: key)",
-                                      heads ? fmt::format(" (mean of {} heads)", all_weights.size(1)) : "", text),
-                          labels, labels, cells));
-}
-
-// A classifier and its vocabulary as `train sentiment` saved them, in eval mode.
-struct TrainedClassifier {
-  explicit TrainedClassifier(const std::string& path) {
-    const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-    const nlohmann::json& config = checkpoint.settings;
-    tasks::check_checkpoint_task(config, "sentiment", path);
-    AG_CHECK(checkpoint.metadata.count("vocabulary"), "{}: the checkpoint holds no vocabulary", path);
-    const SentimentOptions run = tasks::from_json(sentiment::settings(), config, path, SentimentOptions{});
-    const ClassifierConfig settings{.dim = run.dim, .heads = run.heads, .dropout = run.dropout};
-    const std::string tokenizer = tasks::config_string(config, "tokenizer", path, "seed002");
-    try {
-      vocab = Vocabulary(parse_json(checkpoint.metadata.at("vocabulary"), "vocabulary").get<std::vector<std::string>>(),
-                         tokenizer_named(tokenizer));
-      epoch = std::stoll(checkpoint.metadata.count("epoch") ? checkpoint.metadata.at("epoch") : "0");
-    } catch (const std::exception& e) {  // json's errors name neither the file nor the setting's meaning
-      fail("{}: the checkpoint's vocabulary, tokenizer or epoch is malformed: {}", path, json_error_text(e));
-    }
-    ClassifierConfig model_config = settings;
-    model_config.vocab_size = vocab.size();
-    model =
-        nn::build_from_config(checkpoint, path, [&] { return std::make_unique<SentimentClassifier>(model_config); });
-    nn::load(path, *model);
-    model->eval();
-  }
-
-  Vocabulary vocab;
-  std::unique_ptr<SentimentClassifier> model;
-  int64_t epoch = 0;  // the training epoch it was saved after; 0 if unknown
-};
-
-// The UCI sentences of one split ("train", "val" or "test").
-std::vector<Example> uci_split(const uci::Corpus& corpus, const std::string& split) {
-  if (split == "train") return corpus.train;
-  if (split == "val") return corpus.validation;
-  AG_CHECK(split == "test", "--split: expected train, val or test, got '{}'", split);
-  return corpus.test;
-}
-
-int eval_uci(const TrainedClassifier& trained, const std::string& split) {
-  const EncodedSentences sentences(uci_split(uci::read_corpus(), split), trained.vocab);
-  NoGradGuard no_grad;
-  const Tensor logits = all_logits(*trained.model, sentences);
-  const Tensor labels = sentences.labels(all_rows(sentences.examples.size()));
-  fmt::print("UCI {} split: accuracy {:.2f}% ({} of {}), BCE loss {:.4f}\n", split,
-             100 * accuracy_of(logits, sentences), correct_count(logits, sentences), sentences.size(),
-             binary_cross_entropy_with_logits(logits, labels).item());
-  const Predictions predictions = predictions_of(logits, sentences);
-  print_report(predictions, split);
-  return 0;
-}
-
-}  // namespace
-
-int eval(const EvalOptions& options) {
-  const TrainedClassifier trained(options.checkpoint);
-  if (options.dataset == "uci") return eval_uci(trained, options.split);
-  AG_CHECK(options.split == "test",
-           "--split {}: seed 002's data has test sentences only (--split is for --dataset uci)", options.split);
-  const EncodedSentences sentences(options.data.empty() ? seed_sentences("test.tsv") : read_tsv(options.data),
-                                   trained.vocab);
-  NoGradGuard no_grad;
-  const Tensor logits = all_logits(*trained.model, sentences);
-  fmt::print("accuracy {:.1f}% ({} of {}), BCE loss {:.4f} on {}\n", 100 * accuracy_of(logits, sentences),
-             correct_count(logits, sentences), sentences.size(),
-             binary_cross_entropy_with_logits(logits, sentences.labels(all_rows(sentences.examples.size()))).item(),
-             options.data.empty() ? "seed 002's test sentences" : options.data);
-  return 0;
-}
-
-int predict(const PredictOptions& options) {
-  AG_CHECK(options.texts.empty() != options.file.empty(), "predict: give either texts or --file, not {}",
-           options.texts.empty() ? "neither" : "both");
-  std::vector<std::string> texts = options.file.empty() ? options.texts : read_lines(options.file);
-  if (options.file.empty())  // the command line's texts, checked as a file's are
-    for (size_t i = 0; i < texts.size(); ++i) texts[i] = tasks::as_text(texts[i], fmt::format("text {}", i + 1));
-  AG_CHECK(!texts.empty(), "predict: {} holds no text", options.file);
-  const TrainedClassifier trained(options.checkpoint);
-  SentimentClassifier& model = *trained.model;
-  std::vector<Example> unlabelled;
-  for (const std::string& text : texts) unlabelled.push_back({.text = text});
-  const EncodedSentences sentences(std::move(unlabelled), trained.vocab);
-  NoGradGuard no_grad;
-  const Tensor probabilities = sigmoid(all_logits(model, sentences));
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const double p = probabilities.at({static_cast<int64_t>(i)});
-    fmt::print("{:.3f}\t{}\t{}\n", p, p > 0.5 ? "positive" : "negative", texts[i]);
-  }
-  if (!options.explain.empty()) {
-    // The attention module's weights on the first text alone, taken by a forward hook.
-    Tensor attention_weights;
-    nn::HookHandle capture = model.attention->register_forward_hook([&](nn::Module& attention, const Tensor&) {
-      attention_weights = static_cast<seeds::AttentionModule&>(attention).last_attention_weights;
-    });
-    auto [indices, padding] = sentences.batch({0});
-    model(indices, padding);
-    capture.remove();
-    write_explanation(options.explain, texts[0], trained.vocab, attention_weights);
-    fmt::print("wrote {} (attention of the first text)\n", options.explain);
-  }
-  return 0;
-}
-
-namespace {
-
 // The training, validation and test sentences (seed 002's, --data's or the UCI corpus's), the
 // vocabulary of the training ones, and for the UCI corpus the records dropped per source.
 struct TrainingData {
@@ -484,20 +260,21 @@ void report_uci(const SentimentOptions& options, const tasks::TrainedRun& traine
                                                    trained.best->epoch, options.training.seed)));
 }
 
-// The classifier training starts from: the flags' sizes with the vocabulary's, initialised from the
-// run's seed.
-// Seeded, and within the memory bound (tasks::build_within_memory) as every task's model.
-std::unique_ptr<SentimentClassifier> build_model(const SentimentOptions& options, const Vocabulary& vocab) {
+// The classifier training starts from (build_model), within the memory bound
+// (tasks::build_within_memory) as every task's model.
+std::unique_ptr<SentimentClassifier> build_to_train(const SentimentOptions& options, const Vocabulary& vocab) {
   return tasks::build_within_memory(
       "sentiment",
       fmt::format("--dim {}, --heads {}, the vocabulary's {} words", options.dim, options.heads, vocab.size()),
-      options.training.max_memory_mb, [&] {
-        manual_seed(options.training.seed);
-        return std::make_unique<SentimentClassifier>(classifier_config(options, vocab.size()));
-      });
+      options.training.max_memory_mb, [&] { return build_model(options, vocab.size()); });
 }
 
 }  // namespace
+
+std::unique_ptr<SentimentClassifier> build_model(const SentimentOptions& options, int64_t vocab_size) {
+  manual_seed(options.training.seed);
+  return std::make_unique<SentimentClassifier>(classifier_config(options, vocab_size));
+}
 
 // Note [memory estimate] for the classifier, in f32 values: a step keeps about 12·B·T·D (embeddings,
 // q, k, v, attention output, their gradients) and 3·B·H·T² (scores, weights, their gradient), T
@@ -523,7 +300,7 @@ tasks::MemoryEstimate memory_estimate(const SentimentOptions& o, const Sentiment
 
 StepLoss first_step_loss(const SentimentOptions& options, const tasks::BeforeForward& before_forward) {
   const TrainingData data = training_data(options);
-  StepLoss step{build_model(options, data.vocab), {}};
+  StepLoss step{build_to_train(options, data.vocab), {}};
   const EncodedSentences train(data.train, data.vocab), validation(data.validation, data.vocab);
   SentimentTask task(*step.model, train, validation, options);
   if (before_forward) before_forward(step.model->named_parameters());
@@ -535,7 +312,7 @@ int train(const SentimentOptions& options) {
   const TrainingData data = training_data(options);
   if (is_uci(options)) print_uci_data(data);
   const Vocabulary& vocab = data.vocab;
-  const std::unique_ptr<SentimentClassifier> built = build_model(options, vocab);
+  const std::unique_ptr<SentimentClassifier> built = build_to_train(options, vocab);
   SentimentClassifier& model = *built;
   nn::AdamW optimizer(model.parameters(), {.lr = options.training.lr, .weight_decay = options.weight_decay});
   const EncodedSentences train(data.train, vocab), validation(data.validation, vocab);
