@@ -85,8 +85,8 @@ Command add_train_g2p(CLI::App* train) {
   app->callback([app, options] {
     const g2p::ModelConfig preset = g2p::preset_config(options->preset);
     const auto given = [&](const char* flag) { return app->get_option(flag)->count() > 0; };
-    const int64_t d_model = given("--d-model") ? options->model.d_model : preset.d_model;
-    const int64_t heads = given("--heads") ? options->model.heads : preset.heads;
+    const int64_t d_model = given("--d-model") ? options->model.transformer.d_model : preset.transformer.d_model;
+    const int64_t heads = given("--heads") ? options->model.transformer.nhead : preset.transformer.nhead;
     if (d_model % heads != 0)
       throw CLI::ValidationError("--heads", fmt::format("--heads {} must divide --d-model {}", heads, d_model));
   });

@@ -285,7 +285,7 @@ std::vector<std::vector<double>> cross_attention(G2PTransformer& model, const Id
   Ids input = {kBos};
   input.insert(input.end(), output.begin(), output.end());
   model.forward(padded({source}), padded({input}));
-  const Tensor weights = model.transformer->decoder->layers->operator[](model.config.decoder_layers - 1)
+  const Tensor weights = model.transformer->decoder->layers->operator[](model.config.transformer.num_decoder_layers - 1)
                              .multihead_attn->attention_weights();  // (1, H, T, S)
   const int64_t H = weights.size(1), T = weights.size(2), S = weights.size(3);
   const std::vector<double> w = weights.to_vector();

@@ -85,9 +85,9 @@ std::string report_of(const std::string& title, G2PTransformer& model, const Eva
 
 double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, int64_t max_extra) {
   const auto R = static_cast<double>(rows), W = static_cast<double>(longest_word),
-             steps = W + static_cast<double>(max_extra) + 1, D = static_cast<double>(c.d_model),
-             F = static_cast<double>(c.feed_forward), H = static_cast<double>(c.heads),
-             Ld = static_cast<double>(c.decoder_layers);
+             steps = W + static_cast<double>(max_extra) + 1, D = static_cast<double>(c.transformer.d_model),
+             F = static_cast<double>(c.transformer.dim_feedforward), H = static_cast<double>(c.transformer.nhead),
+             Ld = static_cast<double>(c.transformer.num_decoder_layers);
   return 4 * std::max(R * D * (W * (1 + 2 * Ld) + 3 * Ld * steps),   // memory, caches
                       R * (6 * W * D + 2 * W * F + 2 * H * W * W));  // one encoder layer
 }

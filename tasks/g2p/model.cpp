@@ -13,7 +13,12 @@ namespace ag::g2p {
 ModelConfig preset_config(const std::string& name) {
   if (name == "small") return {};
   if (name == "base")
-    return {.d_model = 256, .heads = 4, .encoder_layers = 3, .decoder_layers = 3, .feed_forward = 1024};
+    return {.transformer = {.d_model = 256,
+                            .nhead = 4,
+                            .num_encoder_layers = 3,
+                            .num_decoder_layers = 3,
+                            .dim_feedforward = 1024,
+                            .dropout = 0.1}};
   fail("g2p: unknown preset '{}', expected small or base", name);
 }
 
@@ -26,26 +31,22 @@ Tensor padding_mask(const Tensor& ids) {
 }
 
 G2PTransformer::G2PTransformer(const ModelConfig& c, Generator& gen) : config(c) {
-  AG_CHECK(c.source_vocab > 1 && c.target_vocab > kEos + 1 && c.d_model > 0 && c.heads > 0 &&
-               c.d_model % c.heads == 0 && c.encoder_layers > 0 && c.decoder_layers > 0 && c.feed_forward > 0 &&
-               c.dropout >= 0 && c.dropout < 1 && c.max_len > 0,
+  const nn::TransformerOptions& t = c.transformer;
+  AG_CHECK(c.source_vocab > 1 && c.target_vocab > kEos + 1 && t.d_model > 0 && t.nhead > 0 &&
+               t.d_model % t.nhead == 0 && t.num_encoder_layers > 0 && t.num_decoder_layers > 0 &&
+               t.dim_feedforward > 0 && t.dropout >= 0 && t.dropout < 1 && c.max_len > 0,
            "G2PTransformer: bad sizes (source_vocab {}, target_vocab {}, d_model {}, heads {}, layers {} + {}, ff {}, "
            "dropout {}); expected positive sizes, d_model a multiple of heads, dropout in [0, 1)",
-           c.source_vocab, c.target_vocab, c.d_model, c.heads, c.encoder_layers, c.decoder_layers, c.feed_forward,
-           c.dropout);
-  src_emb = register_module("src_emb", std::make_shared<nn::Embedding>(c.source_vocab, c.d_model, std::nullopt, gen));
-  tgt_emb = register_module("tgt_emb", std::make_shared<nn::Embedding>(c.target_vocab, c.d_model, std::nullopt, gen));
-  drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, gen));
-  transformer = register_module(
-      "transformer", std::make_shared<nn::Transformer>(nn::TransformerOptions{.d_model = c.d_model,
-                                                                              .nhead = c.heads,
-                                                                              .num_encoder_layers = c.encoder_layers,
-                                                                              .num_decoder_layers = c.decoder_layers,
-                                                                              .dim_feedforward = c.feed_forward,
-                                                                              .dropout = c.dropout},
-                                                       gen));
-  out = register_module("out", std::make_shared<nn::Linear>(c.d_model, c.target_vocab, true, gen));
-  pe_ = nn::PositionalEncoding(c.d_model, c.max_len).pe;
+           c.source_vocab, c.target_vocab, t.d_model, t.nhead, t.num_encoder_layers, t.num_decoder_layers,
+           t.dim_feedforward, t.dropout);
+  src_emb = register_module("src_emb",
+                            std::make_shared<nn::Embedding>(c.source_vocab, c.transformer.d_model, std::nullopt, gen));
+  tgt_emb = register_module("tgt_emb",
+                            std::make_shared<nn::Embedding>(c.target_vocab, c.transformer.d_model, std::nullopt, gen));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(c.transformer.dropout, gen));
+  transformer = register_module("transformer", std::make_shared<nn::Transformer>(c.transformer, gen));
+  out = register_module("out", std::make_shared<nn::Linear>(c.transformer.d_model, c.target_vocab, true, gen));
+  pe_ = nn::PositionalEncoding(c.transformer.d_model, c.max_len).pe;
   // The peer: every parameter with more than one dim re-drawn xavier_uniform_ (embeddings and head too).
   NoGradGuard no_grad;
   for (Tensor& p : parameters())
@@ -59,8 +60,8 @@ Tensor G2PTransformer::embed(nn::Embedding& embedding, const Tensor& ids, int64_
   AG_CHECK(ids.dim() == 2 && first_position + ids.size(1) <= config.max_len,
            "G2PTransformer: expected ids (N, L) with positions up to {}, got {} from position {}", config.max_len,
            shape_str(ids.shape()), first_position);
-  Tensor scaled = mul(embedding(ids), std::sqrt(static_cast<double>(config.d_model)));       // (N, L, D)
-  return (*drop)(add(scaled, slice(pe_, 0, first_position, first_position + ids.size(1))));  // + (L, D)
+  Tensor scaled = mul(embedding(ids), std::sqrt(static_cast<double>(config.transformer.d_model)));  // (N, L, D)
+  return (*drop)(add(scaled, slice(pe_, 0, first_position, first_position + ids.size(1))));         // + (L, D)
 }
 
 Tensor G2PTransformer::encode(const Tensor& source) {

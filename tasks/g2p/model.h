@@ -11,15 +11,16 @@
 
 namespace ag::g2p {
 
+// The vocabularies and the positions around an nn::Transformer of the small preset's sizes.
 struct ModelConfig {
   int64_t source_vocab = 0;
   int64_t target_vocab = 0;
-  int64_t d_model = 128;
-  int64_t heads = 4;
-  int64_t encoder_layers = 2;
-  int64_t decoder_layers = 2;
-  int64_t feed_forward = 512;
-  double dropout = 0.1;
+  nn::TransformerOptions transformer{.d_model = 128,
+                                     .nhead = 4,
+                                     .num_encoder_layers = 2,
+                                     .num_decoder_layers = 2,
+                                     .dim_feedforward = 512,
+                                     .dropout = 0.1};
   int64_t max_len = 256;  // positions the sinusoid table covers (source, and target incl. <bos>)
 };
 

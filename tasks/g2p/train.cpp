@@ -193,9 +193,10 @@ tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c,
   const auto B = static_cast<double>(std::min<int64_t>(o.training.batch_size, static_cast<int64_t>(pairs.size()))) /
                  static_cast<double>(o.training.micro_batches);
   const auto S = static_cast<double>(longest_source), T = static_cast<double>(longest_target + 1),
-             D = static_cast<double>(c.d_model), F = static_cast<double>(c.feed_forward),
-             H = static_cast<double>(c.heads), V = static_cast<double>(c.target_vocab),
-             Le = static_cast<double>(c.encoder_layers), Ld = static_cast<double>(c.decoder_layers);
+             D = static_cast<double>(c.transformer.d_model), F = static_cast<double>(c.transformer.dim_feedforward),
+             H = static_cast<double>(c.transformer.nhead), V = static_cast<double>(c.target_vocab),
+             Le = static_cast<double>(c.transformer.num_encoder_layers),
+             Ld = static_cast<double>(c.transformer.num_decoder_layers);
   const double encoder_layer = 10 * S * D + 3 * S * F + 3 * H * S * S;
   const double decoder_layer = 15 * T * D + 2 * S * D + 3 * T * F + 3 * H * (T * T + T * S);
   const double row = Le * encoder_layer + Ld * decoder_layer + 2 * (S + T) * D + 3 * T * V;
@@ -204,8 +205,9 @@ tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c,
           .step_bytes = 4 * B * row,
           .step_settings = fmt::format("--batch-size {} x the longest pair's {} letters and {} phonemes (with "
                                        "--d-model {}, --ff {}, --heads {}, --enc-layers {}, --dec-layers {})",
-                                       o.training.batch_size, longest_source, longest_target, c.d_model, c.feed_forward,
-                                       c.heads, c.encoder_layers, c.decoder_layers),
+                                       o.training.batch_size, longest_source, longest_target, c.transformer.d_model,
+                                       c.transformer.dim_feedforward, c.transformer.nhead,
+                                       c.transformer.num_encoder_layers, c.transformer.num_decoder_layers),
           .eval_bytes = decoding_bytes(c, o.eval_batch_size * o.beam, longest_word, o.max_extra),
           .eval_settings = fmt::format("--eval-batch-size {} x --beam {} words of up to {} letters", o.eval_batch_size,
                                        o.beam, longest_word)};
@@ -227,8 +229,9 @@ void print_recipe(const G2POptions& options, const G2PTransformer& model, int64_
                   int64_t total_steps) {
   const ModelConfig& config = model.config;
   fmt::print("model: preset {}, d_model {}, {} heads, {} + {} layers, ff {}, dropout {}: {} parameters\n",
-             options.preset, config.d_model, config.heads, config.encoder_layers, config.decoder_layers,
-             config.feed_forward, config.dropout, model.num_parameters());
+             options.preset, config.transformer.d_model, config.transformer.nhead,
+             config.transformer.num_encoder_layers, config.transformer.num_decoder_layers,
+             config.transformer.dim_feedforward, config.transformer.dropout, model.num_parameters());
   fmt::print(
       "train: {} pairs, batch {}, {} batches/epoch, {} epochs, {} steps, lr {} → {} cosine after {:.0f}% "
       "warm-up, label smoothing {}, clip {}, seed {}\n",
@@ -281,11 +284,11 @@ void test_best_epoch(const G2POptions& options, const tasks::TrainedRun& trained
 std::unique_ptr<G2PTransformer> build_to_train(const G2POptions& options, const Symbols& source,
                                                const Symbols& target) {
   const ModelConfig& m = options.model;
-  return tasks::build_within_memory("g2p",
-                                    fmt::format("--d-model {}, --ff {}, --enc-layers {}, --dec-layers {}", m.d_model,
-                                                m.feed_forward, m.encoder_layers, m.decoder_layers),
-                                    options.training.max_memory_mb,
-                                    [&] { return build_model(options, source, target); });
+  return tasks::build_within_memory(
+      "g2p",
+      fmt::format("--d-model {}, --ff {}, --enc-layers {}, --dec-layers {}", m.transformer.d_model,
+                  m.transformer.dim_feedforward, m.transformer.num_encoder_layers, m.transformer.num_decoder_layers),
+      options.training.max_memory_mb, [&] { return build_model(options, source, target); });
 }
 
 }  // namespace

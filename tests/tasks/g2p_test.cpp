@@ -34,12 +34,12 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 ModelConfig tiny_config() {
   return {.source_vocab = 9,
           .target_vocab = 12,
-          .d_model = 16,
-          .heads = 2,
-          .encoder_layers = 2,
-          .decoder_layers = 2,
-          .feed_forward = 32,
-          .dropout = 0.1,
+          .transformer = {.d_model = 16,
+                          .nhead = 2,
+                          .num_encoder_layers = 2,
+                          .num_decoder_layers = 2,
+                          .dim_feedforward = 32,
+                          .dropout = 0.1},
           .max_len = 64};
 }
 
@@ -176,8 +176,12 @@ TEST(G2PTrain, ATinyModelLearnsToReverseStrings) {
   options.training.batch_size = 64;
   options.training.lr = 3e-3;
   options.training.quiet = true;
-  options.model = {
-      .d_model = 32, .heads = 2, .encoder_layers = 1, .decoder_layers = 1, .feed_forward = 64, .dropout = 0.0};
+  options.model = {.transformer = {.d_model = 32,
+                                   .nhead = 2,
+                                   .num_encoder_layers = 1,
+                                   .num_decoder_layers = 1,
+                                   .dim_feedforward = 64,
+                                   .dropout = 0.0}};
   options.warmup_frac = 0.05;
   options.report = false;
   const int threads = get_num_threads();
