@@ -2,7 +2,8 @@
 // (batch_first=True, post-norm, ReLU feed-forward): the same module tree, parameter names and
 // maths, so torch's state_dict loads straight into it and both give the same outputs.
 // torch.nn.Transformer has no positional encoding; PositionalEncoding is a separate module, and
-// SquaresTransformer puts the pieces together for seed 004's noisy-squares task.
+// squares' SquaresTransformer (tasks/squares/transformer.cpp) and g2p's G2PTransformer put the pieces
+// together for their tasks.
 //
 // Masks are b8 with torch's boolean convention, true where attention is forbidden:
 //   src_mask (S, S), tgt_mask (T, T) — causal_mask(T) —, memory_mask (T, S);

@@ -231,7 +231,7 @@ int train(const CharLMOptions& options) {
   if (!step_seconds.empty())
     fmt::print("training: {:.0f} tokens/s (median step after 50 warm-up iterations, {} steps in this process)\n",
                median_tokens_per_second(step_seconds, tokens_per_step), step_seconds.size());
-  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n", training.out);
+  tasks::print_files_written(training.out, {"losses.svg"});
   return 0;
 }
 

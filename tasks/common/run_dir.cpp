@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +71,18 @@ const char* file_name(nn::RunFile file) {
   }
   fail("run folder: unknown file {}", static_cast<int>(file));
 }
+
+}  // namespace
+
+void print_files_written(const std::string& out, const std::vector<std::string>& task_files) {
+  std::vector<std::string> files{file_name(nn::RunFile::config), file_name(nn::RunFile::metrics)};
+  files.insert(files.end(), task_files.begin(), task_files.end());
+  files.push_back(file_name(nn::RunFile::last_checkpoint));
+  files.push_back(file_name(nn::RunFile::best_checkpoint));
+  fmt::print("wrote {}/{}\n", out, fmt::join(files, ", "));
+}
+
+namespace {
 
 // Refuses an --out folder that holds files but no attograd run (no config.json): the user's own
 // files, which a run would overwrite; lists what is there. The lock file alone is a run's.

@@ -26,6 +26,10 @@ std::string resume_table(const std::vector<SettingName>& common,
                          const std::vector<std::pair<std::string, std::vector<SettingName>>>& tasks,
                          TableFormat format = TableFormat::text);
 
+// The line a finished run prints: "wrote OUT/config.json, metrics.csv, " the task's own files
+// ("losses.svg"), then "last.safetensors, best.safetensors" (the Trainer's names, said once).
+void print_files_written(const std::string& out, const std::vector<std::string>& task_files);
+
 class RunDir : public nn::RunFiles {
  public:
   // A new run (resume empty), or one continuing RESUME/last.safetensors, which is read here, once;

@@ -333,8 +333,7 @@ int train(const SentimentOptions& options) {
     fmt::print("epoch {}: train loss {:.4f}; validation loss {:.4f}, accuracy {:.2f}%\n", last.epoch, last.train_loss,
                last.metrics.at("val_loss"), 100 * last.metrics.at("val_accuracy"));
     report_uci(options, *trained, model, vocab, data.test);
-    fmt::print("wrote {}/config.json, metrics.csv, losses.svg, report.svg, last.safetensors, best.safetensors\n",
-               options.training.out);
+    tasks::print_files_written(options.training.out, {"losses.svg", "report.svg"});
     return 0;
   }
   fmt::print("epoch {}: train loss {:.4f}, train accuracy {:.1f}%\n", last.epoch, last.train_loss,
@@ -344,8 +343,7 @@ int train(const SentimentOptions& options) {
                100 * last.metrics.at("val_accuracy"));
   model.eval();
   print_test_sentences(model, vocab);
-  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, last.safetensors, best.safetensors\n",
-             options.training.out);
+  tasks::print_files_written(options.training.out, {"losses.svg"});
   return 0;
 }
 

@@ -148,8 +148,7 @@ int train(const SquaresOptions& options) {
       "epoch {}: train MSE {:.4f} (teacher forcing), validation MSE {:.4f} (autoregressive, {} held-out squares)\n",
       last.epoch, last.train_loss, last.metrics.at("val_loss"), options.test_data.n);
   fmt::print("best validation MSE {:.4f}\n", best);
-  fmt::print("wrote {}/config.json, metrics.csv, losses.svg, predictions.svg, last.safetensors, best.safetensors\n",
-             options.training.out);
+  tasks::print_files_written(options.training.out, {"losses.svg", "predictions.svg"});
   return 0;
 }
 

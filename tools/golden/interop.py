@@ -20,11 +20,12 @@ import sys
 
 import torch
 
-from golden import load, save
+from golden import ROOT, load, save
 from seq2seq import DecoderSelfAttn, EncoderDecoderSelfAttn, EncoderSelfAttn
 from transformer import SquaresTransformer
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "peer"))
+# The PyTorch peer, found as the bench scripts find it: $ATTOGRAD_PEER, else ../shared/peer beside the clone.
+sys.path.insert(0, os.environ.get("ATTOGRAD_PEER", os.path.join(ROOT, "..", "shared", "peer")))
 from charlm_torch import CharGPT, window_loss  # noqa: E402
 from g2p_torch import G2PTransformer, greedy, pad_rows  # noqa: E402
 
