@@ -4,6 +4,7 @@
 //   jacobian_cost [--repeats R] [n,m ...]   (default: 1000,1 1,1000)
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -40,29 +41,41 @@ void measure(int64_t n, int64_t m, int repeats) {
              std::max(fwd, rev) / std::min(fwd, rev), diff);
 }
 
+// "n,m" as a pair of positive sizes; CLI11 reports the text it refused.
+std::pair<int64_t, int64_t> size_pair(const std::string& text) {
+  size_t end_n = 0, end_m = 0;
+  const size_t comma = text.find(',');
+  int64_t n = 0, m = 0;
+  try {
+    n = std::stoll(text.substr(0, comma), &end_n);
+    m = comma == std::string::npos ? 0 : std::stoll(text.substr(comma + 1), &end_m);
+  } catch (const std::exception&) {
+  }
+  if (comma == std::string::npos || end_n != comma || end_m != text.size() - comma - 1 || n <= 0 || m <= 0)
+    throw CLI::ValidationError("sizes", "expected n,m with positive whole n and m (e.g. 1000,1), got '" + text + "'");
+  return {n, m};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{
+      "The cost of a Jacobian of f: Rⁿ → Rᵐ (f(x) = W₂ tanh(W₁x + b₁), hidden width 64, f32) by "
+      "jacfwd (one JVP per input element) and by jacrev (one VJP per output element), side by side"};
   int repeats = 5;
+  std::vector<std::string> size_texts{"1000,1", "1,1000"};
+  app.add_option("--repeats", repeats, "Timed runs of each; the median is printed")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("sizes", size_texts, "n,m pairs to measure")->capture_default_str();
   std::vector<std::pair<int64_t, int64_t>> sizes;
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string arg = argv[i];
-      if (arg == "--repeats" && i + 1 < argc) {
-        repeats = std::stoi(argv[++i]);
-        AG_CHECK(repeats > 0, "--repeats: expected a positive count, got {}", repeats);
-        continue;
-      }
-      const size_t comma = arg.find(',');
-      AG_CHECK(comma != std::string::npos, "expected sizes as n,m (e.g. 1000,1), got '{}'", arg);
-      sizes.emplace_back(std::stoll(arg.substr(0, comma)), std::stoll(arg.substr(comma + 1)));
-      AG_CHECK(sizes.back().first > 0 && sizes.back().second > 0, "expected positive sizes, got '{}'", arg);
-    }
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "jacobian_cost: {}\n", e.what());
-    return 2;
+    app.parse(argc, argv);
+    for (const std::string& text : size_texts) sizes.push_back(size_pair(text));
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the help, or the error and a pointer to --help
+    return code == 0 ? 0 : 2;      // a usage error exits 2, as attograd's do
   }
-  if (sizes.empty()) sizes = {{1000, 1}, {1, 1000}};
   fmt::print("CPU: {}; {} thread(s); f32; median of {} runs\n", cpu_model(), ag::get_num_threads(), repeats);
   fmt::print("{:>6} {:>6} {:>8} {:>12} {:>8} {:>12} {:>11} {:>12}\n", "n", "m", "JVPs", "jacfwd ms", "VJPs",
              "jacrev ms", "ratio", "max |diff|");
