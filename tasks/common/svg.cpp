@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "engine/error.h"
@@ -19,6 +20,25 @@ std::string tick_label(double v) {
   if (v == 0) return "0";
   if (std::abs(v) >= 1e4 || std::abs(v) < 1e-3) return fmt::format("{:.1e}", v);
   return fmt::format("{:.4g}", v);
+}
+
+// The x axis' labels from y down: numbered ticks (x_step apart) over `count` positions, or else
+// `names`, one per position, each of one or more lines. x_at(i) is the position i's x (from 1).
+std::string x_tick_labels(const std::vector<std::string>& names, size_t count, double x_step, double y,
+                          const std::function<double(double)>& x_at) {
+  std::string svg;
+  if (names.empty()) {
+    for (double t : ticks(x_step, x_step * static_cast<double>(count), 8))
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_at(t / x_step), y,
+                         tick_label(t));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::vector<std::string> lines = tasks::split_lines(names[i]);
+    for (size_t k = 0; k < lines.size(); ++k)
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                         x_at(static_cast<double>(i + 1)), y + 14 * static_cast<double>(k), escape(lines[k]));
+  }
+  return svg;
 }
 
 }  // namespace
@@ -87,8 +107,9 @@ std::vector<double> ticks(double low, double high, int approximate_count) {
 }
 
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
-                       const std::vector<Series>& series, double x_step) {
-  const double width = 640, height = 420, left = 70, right = 20, top = 60, bottom = 50;
+                       const std::vector<Series>& series, double x_step, const std::vector<std::string>& x_names,
+                       const std::string& caption) {
+  const double width = 640, left = 70, right = 20, top = 60, plot_h = 310;
   double y_min = INFINITY, y_max = -INFINITY;
   size_t count = 1;
   for (const Series& s : series) {
@@ -96,12 +117,21 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
     for (double v : s.values)
       if (std::isfinite(v)) y_min = std::min(y_min, v), y_max = std::max(y_max, v);
   }
+  AG_CHECK(x_names.empty() || x_names.size() >= count, "line_chart: {} x names for {} positions", x_names.size(),
+           count);
+  count = std::max(count, x_names.size());
   if (!std::isfinite(y_min)) y_min = 0, y_max = 1;
   if (y_max - y_min < 1e-12) y_max = y_min + 1;
   const double pad = 0.05 * (y_max - y_min);
   y_min = std::max(y_min - pad, y_min >= 0 ? 0.0 : -INFINITY);
   y_max += pad;
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  // Under the plot: the ticks (or names, of one or two lines), the x label, then the caption.
+  const bool two_line_names =
+      std::any_of(x_names.begin(), x_names.end(), [](const std::string& n) { return n.find('\n') != n.npos; });
+  const std::vector<std::string> caption_lines = wrap(caption, 84);
+  const double ticks_y = top + plot_h + 18, x_label_y = ticks_y + (two_line_names ? 14 : 0) + 20;
+  const double height = x_label_y + 18 * static_cast<double>(caption_lines.size()) + 12;
+  const double plot_w = width - left - right;
   auto x_at = [&](double x) { return left + (count == 1 ? plot_w / 2 : (x - 1) / (count - 1) * plot_w); };
   auto y_at = [&](double y) { return top + (1 - (y - y_min) / (y_max - y_min)) * plot_h; };
 
@@ -114,24 +144,29 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
     svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 6, y_at(t) + 4,
                        tick_label(t));
   }
-  for (double t : ticks(x_step, x_step * static_cast<double>(count), 8)) {
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_at(t / x_step),
-                       height - bottom + 18, tick_label(t));
-  }
+  svg += x_tick_labels(x_names, count, x_step, ticks_y, x_at);
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
                      plot_w, plot_h);
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", left + plot_w / 2, height - 12,
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", left + plot_w / 2, x_label_y,
                      escape(x_label));
+  for (size_t k = 0; k < caption_lines.size(); ++k)
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n", width / 2,
+                       x_label_y + 18 * static_cast<double>(k + 1), escape(caption_lines[k]));
   svg += fmt::format("<text x=\"16\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {0})\">{1}</text>\n",
                      top + plot_h / 2, escape(y_label));
   double legend_x = left;
   for (size_t k = 0; k < series.size(); ++k) {
     const char* colour = kPalette[k % std::size(kPalette)];
-    std::string points;
-    for (size_t i = 0; i < series[k].values.size(); ++i)
-      if (std::isfinite(series[k].values[i]))
-        points += fmt::format("{:.1f},{:.1f} ", x_at(static_cast<double>(i + 1)), y_at(series[k].values[i]));
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colour, points);
+    std::string points, dots;
+    for (size_t i = 0; i < series[k].values.size(); ++i) {
+      if (!std::isfinite(series[k].values[i])) continue;
+      const double x = x_at(static_cast<double>(i + 1)), y = y_at(series[k].values[i]);
+      points += fmt::format("{:.1f},{:.1f} ", x, y);
+      if (!x_names.empty())
+        dots += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", x, y, colour);
+    }
+    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colour, points) +
+           dots;
     // The legend sits in a row between the title and the plot, where no line can cross it; each
     // entry takes the width of its name (about 7 px per character at the default font size).
     svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"42\" y2=\"42\" stroke=\"{2}\" stroke-width=\"3\"/>\n",

@@ -13,8 +13,12 @@ struct Series {
 };
 
 // Lines over a shared x axis (epochs; or iterations, x_step apart), with axes, ticks and a legend.
+// `x_names` (if given, one per x position) replace the numbered ticks: each is written under its
+// position, a '\n' starting a second line, and every point is drawn as a dot too (a point between
+// two gaps would draw no line). `caption`, if given, is wrapped under the chart.
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
-                       const std::vector<Series>& series, double x_step = 1);
+                       const std::vector<Series>& series, double x_step = 1,
+                       const std::vector<std::string>& x_names = {}, const std::string& caption = {});
 
 // A row-major matrix of values in [0, 1] as coloured cells, labelled on both axes, each cell
 // printed with its value.

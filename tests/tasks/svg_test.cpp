@@ -25,6 +25,29 @@ TEST(Svg, LineChartHasOneLinePerSeries) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
+TEST(Svg, LineChartWithNamedPositionsAndACaption) {
+  const std::string plain = line_chart("t", "x", "y", {{"a", {1, NAN, 3}}});
+  const std::string named =
+      line_chart("t", "x", "y", {{"a", {1, NAN, 3}}, {"b", {2}}}, 1, {"one\n10", "two<\n5", "three\n7"},
+                 "a caption long enough to need "
+                 "two lines: it says how the points were made, and why some were pooled.");
+  EXPECT_EQ(plain.rfind(header(640, 420), 0), 0u);
+  EXPECT_EQ(count(plain, "<circle"), 0);
+  const std::string first_tick = "y=\"388\" text-anchor=\"middle\">1</text>";  // under the plot, at x = 1
+  EXPECT_NE(plain.find(first_tick), std::string::npos);
+  // Two lines of names and two of caption below: 14 + 2 · 18 px taller.
+  EXPECT_EQ(named.rfind(header(640, 470), 0), 0u);
+  EXPECT_EQ(count(named, "<circle"), 3);  // every finite point, the lone ones too
+  for (const char* name : {">one<", ">10<", ">two&lt;<", ">three<", ">7<"})
+    EXPECT_NE(named.find(name), std::string::npos) << name;
+  EXPECT_EQ(named.find(first_tick), std::string::npos);  // names, not numbers
+  EXPECT_NE(named.find(">a caption long enough to need two lines: it says how the points were made, and why<"),
+            std::string::npos);
+  EXPECT_NE(named.find(">some were pooled.<"), std::string::npos);
+  EXPECT_EQ(count(named, "<text"), count(named, "</text>"));
+  EXPECT_THROW(line_chart("t", "x", "y", {{"a", {1, 2, 3}}}, 1, {"one", "two"}), ag::Error);
+}
+
 TEST(Svg, EscapeLeavesNothingXmlForbids) {
   // XML 1.0 allows no control characters but TAB, LF, CR, and only UTF-8 text: such bytes are shown.
   EXPECT_EQ(escape(std::string("a\x01<b>&\"\0\xff", 9)), "a\\x01&lt;b&gt;&amp;&quot;\\x00\\xff");
