@@ -67,6 +67,14 @@ void ErrorRates::add(const WordScore& score) {
   ref_length += score.ref_length;
 }
 
+ErrorRates& ErrorRates::operator+=(const ErrorRates& other) {
+  words += other.words;
+  wrong += other.wrong;
+  edits += other.edits;
+  ref_length += other.ref_length;
+  return *this;
+}
+
 ErrorRates score(const std::vector<Ids>& predictions, const std::vector<std::vector<Ids>>& references) {
   check_sizes(predictions, references);
   ErrorRates rates;

@@ -32,6 +32,7 @@ struct ErrorRates {
   double per() const;  // 100 · edits / ref_length (NaN before any word)
   double wer() const;  // 100 · wrong / words (NaN before any word)
   void add(const WordScore& score);
+  ErrorRates& operator+=(const ErrorRates& other);  // both sets of words together
 };
 
 // predictions[k] scored against references[k] (all of word k's pronunciations).

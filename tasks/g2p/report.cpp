@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "engine/error.h"
 #include "tasks/common/svg.h"
 
@@ -11,17 +9,24 @@ namespace ag::g2p {
 
 namespace {
 
-// PER and WER by length; a length without words is a gap in the lines.
+// PER and WER by length, rare lengths pooled: each point named with its lengths and words.
 std::string rates_chart(const ReportData& data) {
-  const int64_t longest = data.by_length.empty() ? 1 : data.by_length.rbegin()->first;
-  std::vector<double> per(static_cast<size_t>(longest), NAN), wer(static_cast<size_t>(longest), NAN);
-  for (const auto& [length, rates] : data.by_length) {
-    AG_CHECK(length >= 1, "g2p report: a word length of {}", length);
-    per[static_cast<size_t>(length - 1)] = rates.per();
-    wer[static_cast<size_t>(length - 1)] = rates.wer();
+  std::vector<double> per, wer;
+  std::vector<std::string> names;
+  for (const LengthGroup& g : pool_lengths(data.by_length, kMinWordsPerPoint)) {
+    per.push_back(g.rates.per());
+    wer.push_back(g.rates.wer());
+    names.push_back(fmt::format("{}\n{}",
+                                g.first == g.last ? fmt::format("{}", g.first) : fmt::format("{}–{}", g.first, g.last),
+                                g.rates.words));
   }
-  return plot::line_chart(data.title + ": error rates by word length", "letters in the word", "%",
-                          {{"PER", per}, {"WER", wer}});
+  return plot::line_chart(
+      data.title + ": error rates by word length", "letters in the word (below: how many words)", "%",
+      {{"PER", per}, {"WER", wer}}, 1, names,
+      fmt::format(
+          "Lengths with fewer than {0} words are pooled with the next longer ones, shortest first, until a "
+          "point has {0} (a last point short of {0} joins the one before): a rate over a few words says little.",
+          kMinWordsPerPoint));
 }
 
 std::string words_chart(const ReportData& data) {
@@ -55,6 +60,25 @@ std::string alignment_heatmap(const Alignment& a) {
 }
 
 }  // namespace
+
+std::vector<LengthGroup> pool_lengths(const std::map<int64_t, ErrorRates>& by_length, int64_t min_words) {
+  std::vector<LengthGroup> groups;
+  bool open = false;  // the last group still takes lengths
+  for (const auto& [length, rates] : by_length) {
+    AG_CHECK(length >= 1, "g2p report: a word length of {}", length);
+    if (!open) groups.push_back({length, length, {}});
+    groups.back().last = length;
+    groups.back().rates += rates;
+    open = groups.back().rates.words < min_words;
+  }
+  if (open && groups.size() > 1) {
+    const LengthGroup short_last = groups.back();
+    groups.pop_back();
+    groups.back().last = short_last.last;
+    groups.back().rates += short_last.rates;
+  }
+  return groups;
+}
 
 std::string report_svg(const ReportData& data) {
   std::vector<std::string> parts = {rates_chart(data), words_chart(data), confusions_chart(data)};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "tasks/g2p/metrics.h"
 #include "tasks/g2p/report.h"
@@ -125,6 +126,94 @@ TEST(G2pReport, SvgHoldsTheRatesConfusionsAndAlignments) {
 
   data.alignments[0].weights.pop_back();
   expect_error([&] { report_svg(data); }, {"8 attention weights for 3 phonemes × 3 letters"});
+}
+
+// Words of lengths 1 to 7 (none of 6), each with the reference ABCD; a right prediction is ABCD, a
+// wrong one ABC (one deletion): over a length's n words with w wrong, WER = 100·w/n, PER = 25·w/n.
+//   length  1  2  3  4  5  7
+//   words   2 12  5  6 20  3
+//   wrong   2  3  0  1  4  3
+// Pooled shortest first into groups of at least 10 words: 1–2 (14 words, 5 wrong), 3–4 (11, 1), 5
+// (20, 4) and 7 (3, 3), which is short and the last, so joins 5: 5–7 (23, 7).
+struct LengthCase {
+  std::vector<Ids> predictions;
+  std::vector<std::vector<Ids>> references;
+  std::vector<int64_t> lengths;
+};
+LengthCase length_case() {
+  LengthCase c;
+  for (const auto& [length, words, wrong] :
+       std::vector<std::tuple<int64_t, int, int>>{{1, 2, 2}, {2, 12, 3}, {3, 5, 0}, {4, 6, 1}, {5, 20, 4}, {7, 3, 3}})
+    for (int k = 0; k < words; ++k) {
+      c.predictions.push_back(k < wrong ? Ids{A, B, C} : Ids{A, B, C, D});
+      c.references.push_back({{A, B, C, D}});
+      c.lengths.push_back(length);
+    }
+  return c;
+}
+
+TEST(G2pReport, RareLengthsArePooledWithTheNextLongerOnes) {
+  const LengthCase c = length_case();
+  const std::vector<LengthGroup> groups =
+      pool_lengths(rates_by_length(c.predictions, c.references, c.lengths), kMinWordsPerPoint);
+  ASSERT_EQ(kMinWordsPerPoint, 10);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> expected = {
+      {1, 2, 14, 5}, {3, 4, 11, 1}, {5, 7, 23, 7}};  // first, last, words, wrong
+  ASSERT_EQ(groups.size(), expected.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [first, last, words, wrong] = expected[g];
+    EXPECT_EQ(groups[g].first, first) << g;
+    EXPECT_EQ(groups[g].last, last) << g;
+    EXPECT_EQ(groups[g].rates.words, words) << g;
+    EXPECT_EQ(groups[g].rates.wrong, wrong) << g;
+    EXPECT_EQ(groups[g].rates.edits, wrong) << g;
+    EXPECT_EQ(groups[g].rates.ref_length, 4 * words) << g;
+    EXPECT_DOUBLE_EQ(groups[g].rates.wer(), 100.0 * static_cast<double>(wrong) / static_cast<double>(words)) << g;
+    EXPECT_DOUBLE_EQ(groups[g].rates.per(), 25.0 * static_cast<double>(wrong) / static_cast<double>(words)) << g;
+  }
+  // Every length its own point when one word is enough; all in one when no group reaches the minimum.
+  const auto by_length = rates_by_length(c.predictions, c.references, c.lengths);
+  const std::vector<LengthGroup> single = pool_lengths(by_length, 1);
+  ASSERT_EQ(single.size(), 6u);
+  EXPECT_EQ(single[5].first, 7);
+  EXPECT_EQ(single[5].rates.words, 3);
+  const std::vector<LengthGroup> one = pool_lengths(by_length, 100);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].first, 1);
+  EXPECT_EQ(one[0].last, 7);
+  EXPECT_EQ(one[0].rates.words, 48);
+  EXPECT_TRUE(pool_lengths({}, 10).empty());
+  expect_error([] { pool_lengths({{0, ErrorRates{}}}, 10); }, {"a word length of 0"});
+}
+
+// The texts of the <text> elements at height `y` in `svg`, in order.
+std::vector<std::string> texts_at(const std::string& svg, const std::string& y) {
+  std::vector<std::string> out;
+  const std::string key = " y=\"" + y + "\" text-anchor=\"middle\">";
+  for (size_t at = svg.find(key); at != std::string::npos; at = svg.find(key, at + 1)) {
+    const size_t start = at + key.size();
+    out.push_back(svg.substr(start, svg.find("</text>", start) - start));
+  }
+  return out;
+}
+
+TEST(G2pReport, RatesChartNamesEachPointsLengthsAndWords) {
+  const LengthCase c = length_case();
+  ReportData data;
+  data.title = "lengths";
+  data.by_length = rates_by_length(c.predictions, c.references, c.lengths);
+  const std::string svg = report_svg(data);
+  const std::string rates = svg.substr(0, svg.find("</svg>"));  // the first chart
+  // Under the plot (which ends at y = 370): the lengths, then each point's words.
+  EXPECT_EQ(texts_at(rates, "388"), (std::vector<std::string>{"1–2", "3–4", "5–7"}));
+  EXPECT_EQ(texts_at(rates, "402"), (std::vector<std::string>{"14", "11", "23"}));
+  EXPECT_EQ(count(rates, "<circle"), 3 * 2);  // a dot per point, PER and WER
+  EXPECT_NE(rates.find("fewer than 10 words are pooled"), std::string::npos);
+  // The bars still show every length's own words.
+  for (const char* bar : {"1 letter<", "7 letters<", ">20<"}) EXPECT_NE(svg.find(bar), std::string::npos) << bar;
+  EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
+  EXPECT_EQ(count(svg, "<svg "), count(svg, "</svg>"));
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real `attograd train g2p` / `eval g2p` / `predict g2p` / `graph g2p` programs on pairs made here (spelling
 # backwards): a short run writes its files, eval reproduces the last validation PER/WER and writes a
-# report, predict prints each word's phonemes, --resume continues byte-identically; bad input (a
+# report (well-formed, rare lengths pooled), predict prints each word's phonemes, --resume continues byte-identically; bad input (a
 # line without a tab, an empty side, invalid UTF-8, an unknown character, a checkpoint of another
 # task, contradicting or bad flags) gives exit 1 or 2 with a message and writes nothing.
 set -u
@@ -45,6 +45,10 @@ check "graph g2p --tangent of no parameter" 1 "did you mean transformer.encoder.
 check "eval g2p reproduces the last validation WER" 0 "WER $wer%" -- \
   "$attograd" --threads 1 eval g2p --checkpoint "$out/last.safetensors" --split val --report "$work/report.svg"
 expect "eval --report wrote the report" grep -q "<svg" "$work/report.svg"
+for svg in "$out/report.svg" "$work/report.svg"; do
+  expect "$svg is well-formed XML" python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$svg"
+  expect "$svg states how rare lengths are pooled" grep -q "fewer than 10 words are pooled" "$svg"
+done
 check "predict g2p" 0 "cat	" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" cat dogs
 check "predict g2p --beam" 0 "dogs	" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" --beam 3 cat dogs
 
