@@ -20,15 +20,27 @@ std::vector<Command> add_predict_commands(CLI::App& app) {
       ->check(kPath);
 
   auto g2p_options = std::make_shared<g2p::PredictOptions>();
-  CLI::App* g2p = predict->add_subcommand("g2p", "The pronunciation of each word, one per line: WORD<TAB>PHONEMES");
+  CLI::App* g2p =
+      predict->add_subcommand("g2p", "The pronunciation of each word, one per line (--format text, tsv or json)");
   g2p->add_option("--checkpoint", g2p_options->checkpoint, "A checkpoint written by `train g2p`")
       ->check(kPath)
       ->required();
-  g2p->add_option("words", g2p_options->words, "Words to pronounce (or --file)");
+  g2p->add_option("words", g2p_options->words,
+                  "Words to pronounce (or --file; neither: stdin's lines, each batch printed as it comes)");
   g2p->add_option("--file", g2p_options->file, "One word per line")->check(kPath)->check(CLI::ExistingFile);
+  g2p->add_option("--format", g2p_options->format,
+                  "text: WORD<TAB>PHONEMES (the phonemes separated by spaces); tsv: the same, for scripts; json: "
+                  "one object per line, {\"word\": WORD, \"phonemes\": [PHONEME, ...]}. One line per word: with "
+                  "--beam, the beam's best pronunciation")
+      ->check(CLI::IsMember({"text", "tsv", "json"}))
+      ->capture_default_str();
   g2p->add_option("--beam", g2p_options->beam, "Beam width (1: greedy)")
       ->check(whole_number(1, 64))
       ->capture_default_str();
+  g2p->footer(
+      "Empty lines are skipped. A word the model cannot read (a character it never saw, more letters than it "
+      "decodes) given as an argument or in --file stops the command before it prints anything (exit 1); read from "
+      "stdin, it is reported on stderr and the other words are pronounced, and the exit status is 1 at the end.");
   add_max_memory_flag(g2p, g2p_options->max_memory_mb, "Refuse to decode when the estimated peak memory");
   return {{sentiment, [options] { return sentiment::predict(*options); }},
           {g2p, [g2p_options] { return g2p::predict(*g2p_options); }}};

@@ -51,7 +51,8 @@ struct EvalOptions {
 struct PredictOptions {
   std::string checkpoint;
   std::vector<std::string> words;
-  std::string file;  // one word per line
+  std::string file;             // one word per line; no words and no file: stdin's lines as they come
+  std::string format = "text";  // text or tsv (WORD<TAB>PHONEMES), json (an object a line)
   int64_t beam = 1;
   int64_t max_memory_mb = 0;  // as EvalOptions'
 };

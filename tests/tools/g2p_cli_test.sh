@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real `attograd train g2p` / `eval g2p` / `predict g2p` / `graph g2p` programs on pairs made here (spelling
 # backwards): a short run writes its files, eval reproduces the last validation PER/WER and writes a
-# report (well-formed, rare lengths pooled), predict prints each word's phonemes, --resume continues byte-identically; bad input (a
+# report (well-formed, rare lengths pooled), predict prints each word's phonemes (as text, tsv or
+# json; from arguments, or from stdin as it comes), --resume continues byte-identically; bad input (a
 # line without a tab, an empty side, invalid UTF-8, an unknown character, a checkpoint of another
 # task, contradicting or bad flags) gives exit 1 or 2 with a message and writes nothing.
 set -u
@@ -52,6 +53,47 @@ done
 check "predict g2p" 0 "cat	" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" cat dogs
 check "predict g2p --beam" 0 "dogs	" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" --beam 3 cat dogs
 
+# --format tsv and json for scripts, and stdin when no words are given: each parses, stdin (CR LF,
+# a byte order mark, empty lines, no last newline) gives what the arguments give, a word the model
+# cannot read is reported on stderr while the others are pronounced (exit 1), and a pipe sees each
+# word's line before stdin ends.
+predict=("$attograd" --threads 1 predict g2p --checkpoint "$out/best.safetensors")
+words=(cat dogs tigers owl yaking)
+"${predict[@]}" "${words[@]}" >"$work/args.txt"
+"${predict[@]}" --format tsv "${words[@]}" >"$work/args.tsv"
+"${predict[@]}" --format json "${words[@]}" >"$work/args.json"
+expect "text and tsv: the same lines" cmp -s "$work/args.txt" "$work/args.tsv"
+expect "tsv: WORD<TAB>PHONEMES per word, in order" python3 -c '
+import sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1], encoding="utf-8")]
+ok = [r[0] for r in rows] == sys.argv[2:] and all(len(r) == 2 and r[1] == " ".join(r[1].split()) for r in rows)
+sys.exit(0 if ok else 1)' "$work/args.tsv" "${words[@]}"
+expect "json: an object per line, as tsv" python3 -c '
+import json, sys
+objects = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[2], encoding="utf-8")]
+sys.exit(0 if [[o["word"], " ".join(o["phonemes"])] for o in objects] == rows else 1)' "$work/args.json" "$work/args.tsv"
+printf '%s\n' "${words[@]}" | "${predict[@]}" --format tsv >"$work/stdin.tsv"
+expect "stdin: as the arguments" cmp -s "$work/args.tsv" "$work/stdin.tsv"
+printf '\xef\xbb\xbfcat\r\ndogs\r\n\ntigers\nowl\n\nyaking' | "${predict[@]}" --format json >"$work/stdin.json"
+expect "stdin with CR LF, a BOM, empty lines, no last newline: as the arguments" \
+  cmp -s "$work/args.json" "$work/stdin.json"
+printf 'cat\nQuail\n\ndogs\n' | "${predict[@]}" --format tsv >"$work/mixed.tsv" 2>"$work/mixed.err"
+expect "stdin: a word the model cannot read gives exit 1" test "$?" -eq 1
+expect "stdin: it is named on stderr, with its character" \
+  grep -qF "line 2 of stdin 'Quail': 1 character(s) the model has never seen: 'Q'" "$work/mixed.err"
+expect "stdin: the others are pronounced" cmp -s "$work/mixed.tsv" <(grep -E "^(cat|dogs)	" "$work/args.tsv")
+coproc stream { "${predict[@]}" --format tsv 2>"$work/stream.err"; }
+echo cat >&"${stream[1]}"
+first="" && IFS= read -r -t 120 first <&"${stream[0]}"
+expect "stdin: a word's line comes before stdin ends" test "$first" = "$(head -n 1 "$work/args.tsv")"
+to_stream="${stream[1]}" && from_stream="${stream[0]}" && stream_pid="$stream_PID"
+echo dogs >&"$to_stream"
+exec {to_stream}>&-
+second="" && IFS= read -r -t 120 second <&"$from_stream"
+wait "$stream_pid"
+expect "stdin: the next word after it, exit 0 at the end" test "$?" -eq 0 -a "$second" = "$(sed -n 2p "$work/args.tsv")"
+
 # SIGTERM during a run: exit 143, the step is saved, and --resume ends as an uninterrupted run.
 "${g2p[@]}" --epochs 40 --out "$work/straight" >/dev/null 2>&1
 signal_when_checkpointed TERM "$work/stopped" "$work/stopped.out" -- "${g2p[@]}" --epochs 40 --out "$work/stopped"
@@ -69,7 +111,9 @@ check "an empty target" 1 "empty_side.tsv:1" -- "${base[@]}" --heads 2 --data "$
 printf 'ca\xfft\tT A C\n' >"$work/latin1.tsv"
 check "invalid UTF-8" 1 "latin1.tsv" -- "${base[@]}" --heads 2 --data "$work/latin1.tsv" --out "$work/bad3"
 check "a character the model never saw" 1 "Q" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" cat Quail
-check "no words" 1 "no words given" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors"
+check "no words, none on stdin" 1 "no words given" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" \
+  </dev/null
+check "--format xml" 2 "format" -- "$attograd" predict g2p --checkpoint "$out/best.safetensors" --format xml cat
 check "--stress with --data" 2 "excludes" -- "${g2p[@]}" --stress --out "$work/bad4"
 check "--heads not dividing --d-model" 2 "must divide" -- "${base[@]}" --data "$work/pairs.tsv" --heads 3 --out "$work/bad5"
 check "unknown preset" 2 "preset" -- "${g2p[@]}" --preset huge --out "$work/bad6"
