@@ -278,6 +278,10 @@ bad "--resume \"\"" 2 "--resume: expected a path, got an empty string" -- "${tra
 bad "eval --checkpoint \"\"" 2 "--checkpoint: expected a path, got an empty string" -- "$attograd" eval squares --checkpoint ""
 bad "--out not UTF-8" 2 "run\\xff'" -- "$attograd" train sentiment --out "$work/run"$'\xff' --quiet
 bad "graph --heads 010" 2 "--heads: expected a decimal whole number" -- "$attograd" graph squares --heads 010
+bad "graph --tangent of no parameter" 1 "--tangent nope: the step has no parameter of that name" -- "$attograd" graph walkthrough --format html --tangent nope --out "$out/t.html"
+bad "graph --tangent without html" 2 "add --format html" -- "$attograd" graph squares --tangent encoder.self_attn_heads.linear_out.weight
+bad "graph --tangent-seed negative" 2 "--tangent-seed" -- "$attograd" graph walkthrough --format html --tangent W_query --tangent-seed -1
+bad "predict g2p --format xml" 2 "--format" -- "$attograd" predict g2p --checkpoint "$good/best.safetensors" --format xml word
 bad "charlm --iters 1_000" 2 "--iters: expected a decimal whole number" -- "$attograd" train charlm --iters 1_000 --out "$out"
 cases=$((cases + 1))
 check "--lr 1e-320 (subnormal, > 0) is accepted" 0 "test sentences right" -- "$attograd" train sentiment --epochs 1 --lr 1e-320 --out "$scratch/subnormal-lr" --quiet
