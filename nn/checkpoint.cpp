@@ -6,6 +6,7 @@
 
 #include "engine/io.h"
 #include "engine/json.h"
+#include "engine/ops/arithmetic.h"
 #include "engine/safetensors.h"
 
 namespace ag::nn {
@@ -65,7 +66,8 @@ void with_path(const std::string& path, F&& load) {
 std::string first_non_finite(const NamedTensors& tensors) {
   for (const auto& named : tensors) {  // not a structured binding: clang 14 cannot capture those
     const std::string& name = named.first;
-    const Tensor& tensor = named.second;
+    // Every bf16 value is an f32 one: widened, a bf16 tensor is checked as an f32 tensor.
+    const Tensor tensor = named.second.dtype() == DType::bf16 ? to(named.second, DType::f32) : named.second;
     if (!is_floating(tensor.dtype())) continue;
     std::string found;
     dispatch_floating(tensor.dtype(), "checkpoint", [&]<typename T>() {
@@ -84,7 +86,7 @@ std::string checkpoint_bytes(const Module& module, const std::string& config, co
                              const std::map<std::string, std::string>& metadata) {
   AG_CHECK(nlohmann::json::accept(config), "checkpoint: config is not valid JSON: {}", config);
   std::map<std::string, std::string> header = metadata;
-  for (const char* reserved : {"format", "format_version", "config", "optimizer"})
+  for (const char* reserved : {"format", "format_version", "config", "optimizer", kModelFileKey})
     AG_CHECK(!header.contains(reserved), "checkpoint: metadata key '{}' is reserved", reserved);
   header.emplace("format", kCheckpointFormat);
   header.emplace("format_version", kCheckpointFormatVersion);
@@ -106,6 +108,27 @@ std::string checkpoint_bytes(const Module& module, const std::string& config, co
 void save(const std::string& path, const Module& module, const std::string& config, const Optimizer* optimizer,
           const std::map<std::string, std::string>& metadata) {
   write_file_atomically(path, checkpoint_bytes(module, config, optimizer, metadata));
+}
+
+std::string model_file_bytes(const Checkpoint& checkpoint, DType dtype) {
+  const std::string& path = checkpoint.path;
+  AG_CHECK(dtype == DType::f32 || dtype == DType::bf16, "model file: dtype {}: expected f32 or bf16",
+           dtype_name(dtype));
+  AG_CHECK(!checkpoint.is_model_file(), "{}: is a model file already; a model file is made from a run's checkpoint",
+           path);
+  check_finite(path, checkpoint.model);
+  NamedTensors tensors;
+  for (const auto& [name, tensor] : checkpoint.model)
+    tensors.emplace_back(name, is_floating(tensor.dtype()) ? to(tensor, dtype) : tensor);
+  const std::string rounded = first_non_finite(tensors);
+  AG_CHECK(rounded.empty(), "{}: {} once rounded to {}: a value beyond its range", path, rounded, dtype_name(dtype));
+  std::map<std::string, std::string> metadata = checkpoint.metadata;
+  nlohmann::json origin = {{"from", path}, {"dtype", dtype_name(dtype)}};
+  if (const std::string* epoch = find_metadata(checkpoint, "epoch")) origin["epoch"] = *epoch;
+  for (const char* key : kResumeMetadata) metadata.erase(key);
+  metadata.erase("optimizer");
+  metadata[kModelFileKey] = origin.dump();
+  return safetensors_bytes(tensors, metadata);
 }
 
 namespace {
@@ -138,8 +161,11 @@ size_t model_memory_budget(const Checkpoint& checkpoint) {
   constexpr size_t kMargin = 4;                  // a parameter's initialisation may take a few temporaries
   constexpr size_t kBuffers = size_t{16} << 20;  // masks, positional tables: unsaved, bounded by the config
   size_t stored = 0;
-  for (const auto& [_, tensor] : checkpoint.model)
-    stored += std::max<size_t>(64, static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
+  for (const auto& [_, tensor] : checkpoint.model) {
+    // A model file's bf16 tensor loads into an f32 one.
+    const size_t element = dtype_size(tensor.dtype() == DType::bf16 ? DType::f32 : tensor.dtype());
+    stored += std::max<size_t>(64, static_cast<size_t>(tensor.numel()) * element);
+  }
   return kMargin * stored + kBuffers;
 }
 
@@ -153,8 +179,32 @@ Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer) {
   return checkpoint;
 }
 
+namespace {
+
+// A model file's tensors as the module holds them: each bf16 one of the module's shape widened to
+// the module's floating dtype (exactly); the rest as stored, for load_state_dict's strict check to
+// name as the file has them.
+NamedTensors in_module_dtypes(const NamedTensors& stored, const Module& module) {
+  std::map<std::string, Tensor> own;
+  for (const auto& [name, tensor] : module.state_dict()) own.emplace(name, tensor);
+  NamedTensors tensors;
+  for (const auto& [name, tensor] : stored) {
+    const auto it = own.find(name);
+    const bool widen = tensor.dtype() == DType::bf16 && it != own.end() && is_floating(it->second.dtype()) &&
+                       tensor.shape() == it->second.shape();
+    tensors.emplace_back(name, widen ? to(tensor, it->second.dtype()) : tensor);
+  }
+  return tensors;
+}
+
+}  // namespace
+
 void load(const Checkpoint& checkpoint, Module& module, Optimizer* optimizer) {
   const std::string& path = checkpoint.path;
+  AG_CHECK(
+      !optimizer || !checkpoint.is_model_file(),
+      "{}: is a model file (exported, no optimizer state); training continues from a run folder's last.safetensors",
+      path);
   if (optimizer) {
     const std::string* saved = find_metadata(checkpoint, "optimizer");
     AG_CHECK(saved && *saved == optimizer->type_name(), "{}: the checkpoint holds {} state, expected {} state", path,
@@ -162,7 +212,9 @@ void load(const Checkpoint& checkpoint, Module& module, Optimizer* optimizer) {
   }
   check_finite(path, checkpoint.model);
   check_finite(path, checkpoint.optimizer);
-  with_path(path, [&] { module.load_state_dict(checkpoint.model); });
+  with_path(path, [&] {
+    module.load_state_dict(checkpoint.is_model_file() ? in_module_dtypes(checkpoint.model, module) : checkpoint.model);
+  });
   if (optimizer) with_path(path, [&] { optimizer->load_state_dict(checkpoint.optimizer); });
 }
 

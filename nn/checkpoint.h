@@ -4,8 +4,14 @@
 // "optimizer.<name of Optimizer::state_dict>". `__metadata__` holds "format"
 // ("attograd-checkpoint"), "format_version" ("1"), "config" (the model configuration as JSON
 // text), "optimizer" (its type, when saved) and the caller's own string entries.
+//
+// A model file (`attograd export`, model_file_bytes) is the same format for use, not for training:
+// the model tensors (f32, or bf16 to halve the file), the config and the caller's entries (symbol
+// tables, vocabulary), without the optimizer's state and the Trainer's resume entries, and with
+// "model_file" saying where it came from. Everything that reads a checkpoint for a model reads it too.
 #pragma once
 
+#include <array>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,6 +25,12 @@ namespace ag::nn {
 inline constexpr const char* kCheckpointFormat = "attograd-checkpoint";
 inline constexpr const char* kCheckpointFormatVersion = "1";
 inline constexpr const char* kOptimizerPrefix = "optimizer.";
+// The metadata key that makes a checkpoint a model file: JSON {"from": the checkpoint's path,
+// "epoch": its epoch (when it had one), "dtype": "f32" or "bf16"}.
+inline constexpr const char* kModelFileKey = "model_file";
+// What the Trainer stores for a resume (nn/trainer_files.cpp, nn/trainer.cpp): a model file leaves it out.
+inline constexpr std::array<const char*, 6> kResumeMetadata = {"epoch",       "history",    "shuffle_rng",
+                                                               "default_rng", "epoch_step", "epoch_loss_sum"};
 
 struct Checkpoint {
   std::string path;                             // the file it was read from (named in errors)
@@ -28,10 +40,11 @@ struct Checkpoint {
   std::map<std::string, std::string> metadata;  // all of __metadata__
   nlohmann::json settings;                      // the config, parsed once when the file was read: an object
   const std::string& config() const { return metadata.at("config"); }
+  bool is_model_file() const { return metadata.contains(kModelFileKey); }
 };
 
 // The first tensor holding a NaN or an infinity, named with the element ("tensor 'w' holds nan
-// (element 3 of shape (2,4))"), or "" when all are finite.
+// (element 3 of shape (2,4))"), or "" when all are finite. bf16 tensors are checked too.
 std::string first_non_finite(const NamedTensors& tensors);
 
 // The checkpoint file's bytes. `config` must be valid JSON; `metadata` may not use the reserved
@@ -43,6 +56,13 @@ std::string checkpoint_bytes(const Module& module, const std::string& config, co
 // Writes checkpoint_bytes atomically (temporary file, then rename): a crash leaves the old file or the new one.
 void save(const std::string& path, const Module& module, const std::string& config,
           const Optimizer* optimizer = nullptr, const std::map<std::string, std::string>& metadata = {});
+
+// A model file's bytes from a checkpoint read with read_checkpoint: its model tensors as `dtype`
+// (f32: each f32 tensor bit for bit; bf16: each floating tensor rounded to nearest even), its config
+// and caller's entries; no optimizer state, no kResumeMetadata; kModelFileKey added. Refuses a model
+// file (export reads a run's checkpoint), a dtype other than f32 and bf16, and a NaN or infinity,
+// in the checkpoint or made by rounding (a value beyond bf16's range), naming the file and tensor.
+std::string model_file_bytes(const Checkpoint& checkpoint, DType dtype);
 
 // Reads and checks a checkpoint without a model: for its config, before building the model.
 // Rejects a file that is not an attograd checkpoint of a supported format version, or one whose
@@ -77,9 +97,10 @@ auto build_from_config(const Checkpoint& checkpoint, const std::string& path, Bu
 
 // Loads the model's tensors (strictly: missing, unexpected or wrong-shape entries are an error
 // naming them) and, if `optimizer` is given, its state, which the file must hold for an
-// optimizer of the same type. A NaN or infinite value in any tensor is refused with its name,
-// for eval and sampling (it would give NaN outputs) as for --resume (it would give NaN losses). Returns the checkpoint
-// (its metadata, config).
+// optimizer of the same type (a model file holds none: refused, saying so). A model file's bf16
+// tensors load into the module's floating tensors, widened exactly (weights with bf16's precision). A NaN or infinite
+// value in any tensor is refused with its name, for eval and sampling (it would give NaN outputs) as for --resume (it
+// would give NaN losses). Returns the checkpoint (its metadata, config).
 Checkpoint load(const std::string& path, Module& module, Optimizer* optimizer = nullptr);
 // The same from a checkpoint already read (a resume's, read once by the run folder).
 void load(const Checkpoint& checkpoint, Module& module, Optimizer* optimizer = nullptr);

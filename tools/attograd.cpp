@@ -92,6 +92,7 @@ int ag::cli::run(int argc, char** argv, Mode mode) {
     commands.insert(commands.end(), group.begin(), group.end());
   commands.push_back(ag::cli::add_bench_command(app));
   commands.push_back(ag::cli::add_sample_command(app));
+  commands.push_back(ag::cli::add_export_command(app));
   commands.push_back(ag::cli::add_walkthrough_command(app));
   for (const ag::cli::Command& command : ag::cli::add_graph_commands(app)) commands.push_back(command);
   ag::cli::add_precision_flags(app, commands);

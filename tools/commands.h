@@ -21,6 +21,7 @@ std::vector<Command> add_train_commands(CLI::App& app);    // train sentiment, s
 std::vector<Command> add_eval_commands(CLI::App& app);     // eval sentiment, squares, charlm, g2p
 std::vector<Command> add_predict_commands(CLI::App& app);  // predict sentiment, g2p
 Command add_sample_command(CLI::App& app);                 // sample (from a charlm checkpoint)
+Command add_export_command(CLI::App& app);                 // export (a checkpoint as a model file)
 Command add_walkthrough_command(CLI::App& app);
 std::vector<Command> add_graph_commands(CLI::App& app);  // graph squares, sentiment, charlm, g2p, walkthrough
 

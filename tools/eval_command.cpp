@@ -13,7 +13,9 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
   eval->require_subcommand(1);
   auto sentiment_options = std::make_shared<sentiment::EvalOptions>();
   CLI::App* sentiment = eval->add_subcommand("sentiment", "Accuracy and BCE loss on labelled sentences");
-  sentiment->add_option("--checkpoint", sentiment_options->checkpoint, "A checkpoint written by `train sentiment`")
+  sentiment
+      ->add_option("--checkpoint", sentiment_options->checkpoint,
+                   "A checkpoint written by `train sentiment`, or a model file `export` made of one")
       ->check(kPath)
       ->required();
   CLI::Option* dataset =
@@ -32,7 +34,9 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
 
   auto squares_options = std::make_shared<squares::EvalOptions>();
   CLI::App* squares = eval->add_subcommand("squares", "MSE of the predicted last two corners on fresh squares");
-  squares->add_option("--checkpoint", squares_options->checkpoint, "A checkpoint written by `train squares`")
+  squares
+      ->add_option("--checkpoint", squares_options->checkpoint,
+                   "A checkpoint written by `train squares`, or a model file `export` made of one")
       ->check(kPath)
       ->required();
   squares->add_option("--data-seed", squares_options->data.seed, "Seed of the generated squares (19: the test set)")
@@ -46,7 +50,9 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
 
   auto charlm_options = std::make_shared<charlm::EvalOptions>();
   CLI::App* charlm = eval->add_subcommand("charlm", "Validation loss and bits per character of a character-level GPT");
-  charlm->add_option("--checkpoint", charlm_options->checkpoint, "A checkpoint written by `train charlm`")
+  charlm
+      ->add_option("--checkpoint", charlm_options->checkpoint,
+                   "A checkpoint written by `train charlm`, or a model file `export` made of one")
       ->check(kPath)
       ->required();
   charlm->add_option("--data", charlm_options->data, "A UTF-8 text file (default: the text it was trained on)")
@@ -59,7 +65,8 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
 
   auto g2p_options = std::make_shared<g2p::EvalOptions>();
   CLI::App* g2p = eval->add_subcommand("g2p", "PER, WER, words/s and the most frequent confusions of a G2P model");
-  g2p->add_option("--checkpoint", g2p_options->checkpoint, "A checkpoint written by `train g2p`")
+  g2p->add_option("--checkpoint", g2p_options->checkpoint,
+                  "A checkpoint written by `train g2p`, or a model file `export` made of one")
       ->check(kPath)
       ->required();
   g2p->add_option("--data", g2p_options->data, "The data to split and evaluate (default: what it was trained on)")

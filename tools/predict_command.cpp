@@ -11,7 +11,9 @@ std::vector<Command> add_predict_commands(CLI::App& app) {
   predict->require_subcommand(1);
   auto options = std::make_shared<sentiment::PredictOptions>();
   CLI::App* sentiment = predict->add_subcommand("sentiment", "Probability that each text is positive");
-  sentiment->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train sentiment`")
+  sentiment
+      ->add_option("--checkpoint", options->checkpoint,
+                   "A checkpoint written by `train sentiment`, or a model file `export` made of one")
       ->check(kPath)
       ->required();
   sentiment->add_option("texts", options->texts, "Texts to classify (or --file)");
@@ -22,7 +24,8 @@ std::vector<Command> add_predict_commands(CLI::App& app) {
   auto g2p_options = std::make_shared<g2p::PredictOptions>();
   CLI::App* g2p =
       predict->add_subcommand("g2p", "The pronunciation of each word, one per line (--format text, tsv or json)");
-  g2p->add_option("--checkpoint", g2p_options->checkpoint, "A checkpoint written by `train g2p`")
+  g2p->add_option("--checkpoint", g2p_options->checkpoint,
+                  "A checkpoint written by `train g2p`, or a model file `export` made of one")
       ->check(kPath)
       ->required();
   g2p->add_option("words", g2p_options->words,

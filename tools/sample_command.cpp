@@ -8,7 +8,9 @@ namespace ag::cli {
 Command add_sample_command(CLI::App& app) {
   auto options = std::make_shared<charlm::SampleOptions>();
   CLI::App* sample = app.add_subcommand("sample", "Generate text from a `train charlm` checkpoint, streamed to stdout");
-  sample->add_option("--checkpoint", options->checkpoint, "A checkpoint written by `train charlm`")
+  sample
+      ->add_option("--checkpoint", options->checkpoint,
+                   "A checkpoint written by `train charlm`, or a model file `export` made of one")
       ->check(kPath)
       ->required();
   sample->add_option("--prompt", options->prompt, "Text to continue (default: a newline)")->check(kText);

@@ -185,6 +185,10 @@ RunDir::RunDir(const std::string& resume, std::vector<SettingName> settings)
   if (resume.empty()) return;
   const std::string path = resume + "/" + file_name(nn::RunFile::last_checkpoint);
   checkpoint_ = nn::read_checkpoint(path);
+  AG_CHECK(!checkpoint_->is_model_file(),
+           "--resume {}: {} is a model file (exported, no optimizer state); --resume needs a run folder's "
+           "last.safetensors",
+           resume, path);
   if (epochs_done() > 0) resumed_best_ = read_resumed_best();
 }
 

@@ -16,6 +16,9 @@ for i in $(seq 20); do printf 'the cat sat on the mat.\nthe dog ate a bone.\n'; 
 "${train[@]}" charlm --data "$work/text.txt" --iters 2 --eval-interval 1 --block-size 8 --layers 1 --heads 1 \
   --width 8 --out "$work/c" --quiet >/dev/null
 for task in s q c; do python3 "$edit" "$work/$task/last.safetensors" "$work/$task.eval" no-optimizer; done
+for task in s c; do  # model files (`export`, bf16): read wherever a checkpoint is
+  "$attograd" export --checkpoint "$work/$task/best.safetensors" --out "$work/$task.model" --dtype bf16 >/dev/null
+done
 printf '1\ta good film\n0\ta bad film\n' >"$work/tsv"
 printf 'a good film\nbad\n' >"$work/lines"
 : >"$work/none"
@@ -36,4 +39,7 @@ seed sample 4 "$work/c.eval" "$work/none"
 seed train_sentiment 5 "$work/none" "$work/tsv"
 seed resume_sentiment 6 "$work/s/last.safetensors" "$work/none"
 seed train_charlm 7 "$work/none" "$work/text.txt"
+seed predict_sentiment_model_file 1 "$work/s.model" "$work/lines"
+seed sample_model_file 4 "$work/c.model" "$work/none"
+seed resume_sentiment_model_file 6 "$work/s.model" "$work/none"
 ls -l "$here/run"

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -235,6 +237,116 @@ TEST(Checkpoint, SaveChecksItsArguments) {
   expect_error([&] { save(path, *model, "{not json"); }, {"config is not valid JSON"});
   expect_error([&] { save(path, *model, kConfig, nullptr, {{"format", "mine"}}); }, {"'format' is reserved"});
   EXPECT_FALSE(fs::exists(path));
+}
+
+// ---- model files (attograd export)
+
+// A checkpoint as the Trainer writes it: the optimizer's state, the resume entries, a task's own.
+std::string trained_checkpoint(const TempDir& dir, Sequential& model) {
+  Adam adam(model.parameters());
+  train_steps(model, adam, 2);
+  const std::string path = dir / "best.safetensors";
+  save(path, model, kConfig, &adam,
+       {{"epoch", "2"}, {"history", "[]"}, {"shuffle_rng", "s"}, {"default_rng", "d"}, {"vocabulary", "abc"}});
+  return path;
+}
+
+std::string export_to(const TempDir& dir, const std::string& checkpoint, DType dtype) {
+  const std::string path = dir / fmt::format("model-{}.safetensors", dtype_name(dtype));
+  write_bytes(path, model_file_bytes(read_checkpoint(checkpoint), dtype));
+  return path;
+}
+
+// f32 to the nearest bf16, ties to even, on the bits (finite values): not the engine's conversion.
+float nearest_bf16(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  return std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+}
+
+TEST(ModelFile, KeepsTheModelBitForBitAndDropsTheTrainingState) {
+  const TempDir dir;
+  auto model = small_model(1);
+  const std::string checkpoint = trained_checkpoint(dir, *model);
+  const std::string path = export_to(dir, checkpoint, DType::f32);
+  const SafetensorsFile file = load_safetensors(path);
+  EXPECT_EQ(names_of(file.tensors), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(file.metadata,
+            (std::map<std::string, std::string>{
+                {"format", "attograd-checkpoint"},
+                {"format_version", "1"},
+                {"config", kConfig},
+                {"vocabulary", "abc"},
+                {"model_file", fmt::format(R"({{"dtype":"f32","epoch":"2","from":"{}"}})", checkpoint)}}));
+  const NamedTensors original = model->state_dict();
+  for (size_t i = 0; i < original.size(); ++i) {
+    ASSERT_EQ(file.tensors[i].second.dtype(), DType::f32);
+    EXPECT_EQ(std::memcmp(file.tensors[i].second.data<float>(), original[i].second.data<float>(),
+                          sizeof(float) * static_cast<size_t>(original[i].second.numel())),
+              0)
+        << original[i].first;
+  }
+  auto loaded = small_model(2);
+  const Checkpoint read = load(path, *loaded);
+  EXPECT_TRUE(read.is_model_file());
+  EXPECT_EQ(all_values(*loaded), all_values(*model));
+  // Nothing to train on from: refused, saying why.
+  Adam adam(loaded->parameters());
+  expect_error([&] { load(path, *loaded, &adam); }, {path, "is a model file", "no optimizer state"});
+  expect_error([&] { model_file_bytes(read, DType::f32); }, {path, "is a model file already"});
+}
+
+TEST(ModelFile, Bf16HoldsTheNearestBf16OfEachWeightAndLoadsAsF32) {
+  const TempDir dir;
+  auto model = small_model(1);
+  const std::string path = export_to(dir, trained_checkpoint(dir, *model), DType::bf16);
+  EXPECT_LT(fs::file_size(path), fs::file_size(export_to(dir, dir / "best.safetensors", DType::f32)));
+  for (const auto& [name, tensor] : load_safetensors(path).tensors) EXPECT_EQ(tensor.dtype(), DType::bf16) << name;
+  auto loaded = small_model(2);
+  load(path, *loaded);
+  const std::vector<double> original = all_values(*model), rounded = all_values(*loaded);
+  ASSERT_EQ(rounded.size(), original.size());
+  int changed = 0;
+  for (size_t i = 0; i < original.size(); ++i) {
+    EXPECT_EQ(rounded[i], nearest_bf16(static_cast<float>(original[i]))) << i;
+    changed += rounded[i] != original[i];
+  }
+  EXPECT_GT(changed, 0);  // the rounding did something
+  for (const Tensor& p : loaded->parameters()) EXPECT_EQ(p.dtype(), DType::f32);
+  // The memory budget counts a bf16 tensor at the f32 size it loads into.
+  const Checkpoint read = read_checkpoint(path);
+  build_from_config(read, path, [] { return small_model(2); });
+  expect_error([&] { build_from_config(read, path, [] { return small_model(2, 1 << 20); }); },
+               {path, "the config describes a larger model"});
+}
+
+// A model file is checked as a checkpoint is: a NaN among its bf16 weights, a shape the model does not
+// have, a dtype other than its own; and export refuses what it cannot write.
+TEST(ModelFile, IsRefusedLikeACheckpointNamingTheFileAndTensor) {
+  const TempDir dir;
+  auto model = small_model(1);
+  const std::string checkpoint = trained_checkpoint(dir, *model);
+  const std::string path = export_to(dir, checkpoint, DType::bf16);
+  SafetensorsFile file = load_safetensors(path);
+  for (auto& [name, tensor] : file.tensors)
+    if (name == "2.weight") tensor = to(full(tensor.shape(), NAN), DType::bf16);
+  const std::string damaged = dir / "nan.safetensors";
+  save_safetensors(damaged, file.tensors, file.metadata);
+  expect_error([&] { load(damaged, *small_model(2)); }, {damaged, "tensor '2.weight' holds", "nan"});
+  expect_error([&] { load(path, *small_model(2, 9)); }, {path, "'0.weight' has shape (8,4) bf16", "expects (9,4)"});
+  file = load_safetensors(path);
+  for (auto& [name, tensor] : file.tensors) tensor = to(tensor, DType::f64);
+  const std::string wide = dir / "f64.safetensors";
+  save_safetensors(wide, file.tensors, file.metadata);
+  expect_error([&] { load(wide, *small_model(2)); }, {wide, "'0.weight' has shape (8,4) f64", "expects (8,4) f32"});
+
+  expect_error([&] { model_file_bytes(read_checkpoint(checkpoint), DType::f64); }, {"dtype f64: expected f32 or bf16"});
+  {
+    NoGradGuard no_grad;
+    model->parameters()[0].fill_(3.4e38);  // finite in f32, beyond bf16's largest (3.39e38)
+  }
+  save(checkpoint, *model, kConfig);
+  expect_error([&] { model_file_bytes(read_checkpoint(checkpoint), DType::bf16); },
+               {checkpoint, "tensor '0.weight' holds inf", "once rounded to bf16"});
 }
 
 // ---- optimizers

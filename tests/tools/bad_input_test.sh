@@ -116,6 +116,16 @@ edit "$squares/last.safetensors" "$ckpt/squares-d-model-float.safetensors" confi
 edit "$charlm/last.safetensors" "$ckpt/charlm-bias-string.safetensors" config bias '"yes"'
 edit "$charlm/last.safetensors" "$ckpt/charlm-n-head-2e64.safetensors" config n_head 18446744073709551615
 edit "$charlm/last.safetensors" "$ckpt/charlm-data-missing.safetensors" config data '"/nonexistent/moby.txt"'
+# Model files (`export`, bf16) of the good run and the charlm run, and hostile copies of them.
+"$attograd" export --checkpoint "$good/best.safetensors" --out "$ckpt/model.bf16" --dtype bf16 >/dev/null
+"$attograd" export --checkpoint "$charlm/best.safetensors" --out "$ckpt/charlm-model.bf16" --dtype bf16 >/dev/null
+[ -s "$ckpt/model.bf16" ] && [ -s "$ckpt/charlm-model.bf16" ] || { echo "NOT OK setup: no model files"; exit 1; }
+edit "$ckpt/model.bf16" "$ckpt/model-nan.safetensors" nan
+edit "$ckpt/charlm-model.bf16" "$ckpt/charlm-model-inf.safetensors" inf
+edit "$ckpt/model.bf16" "$ckpt/model-shape.safetensors" shape
+edit "$ckpt/model.bf16" "$ckpt/model-claims-f32.safetensors" claim-dtype F32
+edit "$ckpt/model.bf16" "$ckpt/model-task-7.safetensors" config task 7
+head -c -7 "$ckpt/model.bf16" >"$ckpt/model-truncated.safetensors"
 # A 1 GB file (sparse: no disk) whose header length is 0, one whose length is 150 MB.
 cp "$ckpt/length-0.safetensors" "$ckpt/big-length-0.safetensors" && truncate -s 1G "$ckpt/big-length-0.safetensors"
 edit "$good/last.safetensors" "$ckpt/big-length.safetensors" header-length 150000000
@@ -209,6 +219,22 @@ bad "squares config: d_model 16.5" 1 "has \"d_model\": 16.5, expected a whole nu
 bad "charlm config: bias a string" 1 "has \"bias\": \"yes\", expected true or false" -- "$attograd" sample --checkpoint "$ckpt/charlm-bias-string.safetensors" --tokens 3
 bad "charlm config: n_head 2^64 - 1" 1 "has \"n_head\": 18446744073709551615, expected a whole number" -- "$attograd" sample --checkpoint "$ckpt/charlm-n-head-2e64.safetensors" --tokens 3
 bad "eval charlm: the checkpoint's data path is gone" 1 "/nonexistent/moby.txt: cannot open the data file: no such file (the data path is the one the checkpoint $ckpt/charlm-data-missing.safetensors was trained on; --data FILE evaluates on another text)" -- "$attograd" eval charlm --checkpoint "$ckpt/charlm-data-missing.safetensors"
+# Model files are checked as checkpoints are, naming the file and the tensor.
+bad "eval: a NaN in a model file's bf16 tensor" 1 "model-nan.safetensors: tensor 'embed.weight' holds nan" -- "${eval_s[@]}" "$ckpt/model-nan.safetensors"
+bad "sample: an infinity in a model file's bf16 tensor" 1 "charlm-model-inf.safetensors: tensor 'transformer.wte.weight' holds inf" -- "$attograd" sample --checkpoint "$ckpt/charlm-model-inf.safetensors" --tokens 3
+bad "predict: a model file's tensor of the wrong shape" 1 "'embed.weight' has shape (110,16) bf16, the model expects (109,16) f32" -- "$attograd" predict sentiment --checkpoint "$ckpt/model-shape.safetensors" "a film"
+bad "a model file's header claiming F32 for bf16 bytes" 1 "model-claims-f32.safetensors: tensor 'embed.weight'" -- "${eval_s[@]}" "$ckpt/model-claims-f32.safetensors"
+bad "a truncated model file" 1 "the file is truncated: its tensors need" -- "${eval_s[@]}" "$ckpt/model-truncated.safetensors"
+bad "model file config: task 7" 1 "model-task-7.safetensors: the checkpoint's config has \"task\": 7, expected a string" -- "${eval_s[@]}" "$ckpt/model-task-7.safetensors"
+bad "resume: a model file" 1 "last.safetensors is a model file (exported, no optimizer state); --resume needs a run folder's last.safetensors" -- "$attograd" train sentiment --resume "$(resume_from "$ckpt/model.bf16")" --epochs 3 --out "$out" --quiet
+# export reads a checkpoint as eval does, and writes nothing when it refuses.
+export_good=("$attograd" export --out "$scratch/model.safetensors" --checkpoint)
+bad "export: missing checkpoint" 1 "cannot open" -- "${export_good[@]}" "$ckpt/none.safetensors"
+bad "export: bit flipped in the data" 1 "corrupt" -- "${export_good[@]}" "$ckpt/flipped-data.safetensors"
+bad "export: a NaN weight" 1 "nan.safetensors: tensor 'embed.weight' holds nan" -- "${export_good[@]}" "$ckpt/nan.safetensors"
+bad "export: config task 7" 1 "has \"task\": 7, expected a string" -- "${export_good[@]}" "$ckpt/task-7.safetensors"
+bad "export: a model file" 1 "model.bf16: is a model file already" -- "${export_good[@]}" "$ckpt/model.bf16"
+bad "export: --out is the checkpoint" 1 "is the same file as $good/best.safetensors" -- "$attograd" export --checkpoint "$good/best.safetensors" --out "$good/best.safetensors"
 clean "sentiment config: dim a string" -- "${eval_s[@]}" "$ckpt/dim-string.safetensors"
 clean "sentiment config: tokenizer an object" -- "${eval_s[@]}" "$ckpt/vocabulary-object.safetensors"
 clean "empty checkpoint name" -- "${eval_s[@]}" ""
@@ -282,6 +308,9 @@ bad "graph --tangent of no parameter" 1 "--tangent nope: the step has no paramet
 bad "graph --tangent without html" 2 "add --format html" -- "$attograd" graph squares --tangent encoder.self_attn_heads.linear_out.weight
 bad "graph --tangent-seed negative" 2 "--tangent-seed" -- "$attograd" graph walkthrough --format html --tangent W_query --tangent-seed -1
 bad "predict g2p --format xml" 2 "--format" -- "$attograd" predict g2p --checkpoint "$good/best.safetensors" --format xml word
+bad "export --dtype f16" 2 "--dtype: f16 not in {f32,bf16}" -- "$attograd" export --checkpoint "$good/best.safetensors" --out "$scratch/m.safetensors" --dtype f16
+bad "export --out \"\"" 2 "--out: expected a path, got an empty string" -- "$attograd" export --checkpoint "$good/best.safetensors" --out ""
+bad "export without --out" 2 "--out is required" -- "$attograd" export --checkpoint "$good/best.safetensors"
 bad "charlm --iters 1_000" 2 "--iters: expected a decimal whole number" -- "$attograd" train charlm --iters 1_000 --out "$out"
 cases=$((cases + 1))
 check "--lr 1e-320 (subnormal, > 0) is accepted" 0 "test sentences right" -- "$attograd" train sentiment --epochs 1 --lr 1e-320 --out "$scratch/subnormal-lr" --quiet
@@ -377,6 +406,7 @@ bad "--out below a regular file" 1 "afile/run: cannot create the folder" -- "$at
 bad "--out is a regular file" 1 "afile: exists and is not a folder" -- "$attograd" train sentiment --epochs 1 --out "$work/afile" --quiet
 bad "--explain below a regular file" 1 "afile" -- "$attograd" predict sentiment --checkpoint "$good/last.safetensors" "hi" --explain "$work/afile/x.svg"
 bad "--predictions below a regular file" 1 "afile" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$work/afile/p.safetensors"
+bad "export: --out below a regular file" 1 "afile" -- "$attograd" export --checkpoint "$good/best.safetensors" --out "$work/afile/m.safetensors"
 bad "--predictions is the checkpoint it reads" 1 "$squares/last.safetensors: is the same file as $squares/last.safetensors, an input of this command" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$squares/last.safetensors"
 bad "--predictions is the checkpoint by another path" 1 "which writing would destroy" -- "$attograd" eval squares --checkpoint "$squares/last.safetensors" --n 4 --predictions "$squares/../$(basename "$squares")/./last.safetensors"
 ln -s "$squares/best.safetensors" "$work/link.safetensors"

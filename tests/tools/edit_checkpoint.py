@@ -4,7 +4,8 @@ checksummed file, so the loader's own checks (not the checksum) must catch it. P
 
   edit_checkpoint.py IN OUT shape            the first model tensor gets one more row (wrong shape)
   edit_checkpoint.py IN OUT dtype            the first model tensor is stored as F64 (wrong dtype)
-  edit_checkpoint.py IN OUT nan|inf          the first model tensor's first value becomes NaN / +Inf
+  edit_checkpoint.py IN OUT nan|inf          the first model tensor's first value becomes NaN / +Inf (F32 or BF16)
+  edit_checkpoint.py IN OUT claim-dtype D    the first model tensor's header says dtype D, its bytes unchanged
   edit_checkpoint.py IN OUT scale F          every model tensor's values times F (finite, so it loads)
   edit_checkpoint.py IN OUT metadata KEY S   metadata KEY (e.g. target_symbols) set to the string S
   edit_checkpoint.py IN OUT config KEY JSON  the config's KEY set to the JSON value (e.g. heads 200000)
@@ -87,7 +88,12 @@ def main(src, dst, mode, *args):
         blobs[target] = struct.pack(f"<{len(floats)}d", *floats)
         entry["dtype"] = "F64"
     elif mode in ("nan", "inf"):
-        blobs[target] = struct.pack("<f", math.nan if mode == "nan" else math.inf) + blobs[target][4:]
+        if entry["dtype"] == "BF16":  # the top half of the f32 value
+            blobs[target] = struct.pack("<H", 0x7FC0 if mode == "nan" else 0x7F80) + blobs[target][2:]
+        else:
+            blobs[target] = struct.pack("<f", math.nan if mode == "nan" else math.inf) + blobs[target][4:]
+    elif mode == "claim-dtype":
+        entry["dtype"] = args[0]
     elif mode == "scale":
         for name in names:
             if not name.startswith("optimizer."):
