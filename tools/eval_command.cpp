@@ -66,9 +66,9 @@ std::vector<Command> add_eval_commands(CLI::App& app) {
   auto g2p_options = std::make_shared<g2p::EvalOptions>();
   CLI::App* g2p = eval->add_subcommand("g2p", "PER, WER, words/s and the most frequent confusions of a G2P model");
   g2p->add_option("--checkpoint", g2p_options->checkpoint,
-                  "A checkpoint written by `train g2p`, or a model file `export` made of one")
-      ->check(kPath)
-      ->required();
+                  "A checkpoint written by `train g2p`, or a model file `export` made of one (default: the model "
+                  "shipped with attograd)")
+      ->check(kPath);
   g2p->add_option("--data", g2p_options->data, "The data to split and evaluate (default: what it was trained on)")
       ->check(kPath)
       ->check(CLI::ExistingFile);

@@ -25,16 +25,17 @@ std::vector<Command> add_predict_commands(CLI::App& app) {
   CLI::App* g2p =
       predict->add_subcommand("g2p", "The pronunciation of each word, one per line (--format text, tsv or json)");
   g2p->add_option("--checkpoint", g2p_options->checkpoint,
-                  "A checkpoint written by `train g2p`, or a model file `export` made of one")
-      ->check(kPath)
-      ->required();
+                  "A checkpoint written by `train g2p`, or a model file `export` made of one (default: the model "
+                  "shipped with attograd, named on stderr)")
+      ->check(kPath);
   g2p->add_option("words", g2p_options->words,
                   "Words to pronounce (or --file; neither: stdin's lines, each batch printed as it comes)");
   g2p->add_option("--file", g2p_options->file, "One word per line")->check(kPath)->check(CLI::ExistingFile);
   g2p->add_option("--format", g2p_options->format,
                   "text: WORD<TAB>PHONEMES (the phonemes separated by spaces); tsv: the same, for scripts; json: "
-                  "one object per line, {\"word\": WORD, \"phonemes\": [PHONEME, ...]}. One line per word: with "
-                  "--beam, the beam's best pronunciation")
+                  "one object per line, {\"word\": WORD, \"phonemes\": [PHONEME, ...], \"scores\": [each phoneme's "
+                  "log-probability, ...], \"end_score\": the end's, \"score\": their sum}. One line per word: "
+                  "with --beam, the beam's best pronunciation")
       ->check(CLI::IsMember({"text", "tsv", "json"}))
       ->capture_default_str();
   g2p->add_option("--beam", g2p_options->beam, "Beam width (1: greedy)")

@@ -91,6 +91,7 @@ class Symbols {
   int64_t size() const { return static_cast<int64_t>(symbols_.size()); }
   const std::string& symbol(int64_t id) const;
   const std::vector<std::string>& list() const { return symbols_; }
+  bool contains(const std::string& symbol) const { return id_of(symbol) >= 0; }
 
   // The ids of a word's characters; characters not in the table are an error naming them and
   // `where` (e.g. "predict: the word 'naïve'").

@@ -296,4 +296,25 @@ std::vector<std::vector<double>> cross_attention(G2PTransformer& model, const Id
   return rows;
 }
 
+std::vector<std::vector<double>> output_log_probabilities(G2PTransformer& model, const std::vector<Ids>& sources,
+                                                          const std::vector<Ids>& outputs) {
+  NoGradGuard no_grad;
+  std::vector<Ids> inputs;  // <bos> and the output
+  for (const Ids& output : outputs) {
+    inputs.push_back({kBos});
+    inputs.back().insert(inputs.back().end(), output.begin(), output.end());
+  }
+  const Tensor logits = model.forward(padded(sources), padded(inputs));  // (N, T + 1, V)
+  const int64_t T = logits.size(1), V = logits.size(2);
+  const std::vector<double> values = logits.to_vector();
+  std::vector<std::vector<double>> out(outputs.size());
+  for (size_t n = 0; n < outputs.size(); ++n)
+    for (size_t t = 0; t <= outputs[n].size(); ++t) {
+      const int64_t token = t < outputs[n].size() ? outputs[n][t] : kEos;
+      const size_t row = (n * static_cast<size_t>(T) + t) * static_cast<size_t>(V);
+      out[n].push_back(log_probabilities(values.data() + row, V)[static_cast<size_t>(token)]);
+    }
+  return out;
+}
+
 }  // namespace ag::g2p

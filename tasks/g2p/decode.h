@@ -30,4 +30,9 @@ std::vector<Ids> decode_all(G2PTransformer& model, const std::vector<Ids>& sourc
 // `source` (teacher forcing in eval mode): rows = output tokens, columns = source tokens.
 std::vector<std::vector<double>> cross_attention(G2PTransformer& model, const Ids& source, const Ids& output);
 
+// Each output's tokens' natural log-probabilities under the model (teacher forcing in eval mode):
+// one per output token, then the log-probability of <eos> after the last; outputs[i] follows sources[i].
+std::vector<std::vector<double>> output_log_probabilities(G2PTransformer& model, const std::vector<Ids>& sources,
+                                                          const std::vector<Ids>& outputs);
+
 }  // namespace ag::g2p

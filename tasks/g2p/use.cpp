@@ -21,77 +21,25 @@
 #include "tasks/g2p/decode.h"
 #include "tasks/g2p/evaluation.h"
 #include "tasks/g2p/metrics.h"
+#include "tasks/g2p/pronouncer.h"
 #include "tasks/g2p/task.h"
 
 namespace ag::g2p {
 
 namespace {
 
-constexpr int64_t kPredictBatch = 512;  // words `predict g2p` decodes at once
-
-// A trained model and what it needs to read words: the checkpoint's config and symbols.
-struct Trained {
-  std::unique_ptr<G2PTransformer> model;
-  Symbols source, target;
-  nlohmann::json config;
-};
-
-Trained load_trained(const std::string& path) {
-  const nn::Checkpoint checkpoint = nn::read_checkpoint(path);
-  nlohmann::json config = checkpoint.settings;
-  tasks::check_checkpoint_task(config, "g2p", path);
-  for (const char* key : {"source_symbols", "target_symbols"})
-    AG_CHECK(checkpoint.metadata.count(key), "{}: the checkpoint has no {}", path, key);
-  Symbols source = Symbols::from_json(checkpoint.metadata.at("source_symbols"), path);
-  Symbols target = Symbols::from_json(checkpoint.metadata.at("target_symbols"), path);
-  const G2POptions run = tasks::from_json(settings(), config, path, G2POptions{});
-  const ModelConfig& model_config = run.model;
-  AG_CHECK(model_config.source_vocab == source.size() && model_config.target_vocab == target.size(),
-           "{}: the config's vocabularies ({}, {}) differ from the symbols it stores ({}, {})", path,
-           model_config.source_vocab, model_config.target_vocab, source.size(), target.size());
-  auto model = nn::build_from_config(checkpoint, path, [&] { return build_model(run, source, target); });
-  nn::load(path, *model);
-  model->eval();
-  return {std::move(model), std::move(source), std::move(target), std::move(config)};
+// The model `eval` and `predict` use: --checkpoint's, or the shipped one, named on stderr.
+Pronouncer chosen_model(const std::string& checkpoint, const std::string& command) {
+  if (!checkpoint.empty()) return Pronouncer::load(checkpoint);
+  Pronouncer shipped = Pronouncer::shipped();
+  std::cerr << fmt::format("{} g2p: {}; --checkpoint FILE for another\n", command, shipped.name());
+  return shipped;
 }
 
 // A word `predict` was given, and where it came from for messages ("word 2", "line 3 of stdin").
 struct Word {
   std::string text, origin;
 };
-
-// A word as the model's ids: not empty, UTF-8, short enough to decode (its letters, then up to
-// max_extra phonemes and <eos>, in the model's max_len positions), each character one the model
-// has seen (the error quotes the word and names the characters).
-Ids encode_word(const Trained& trained, const Word& word, int64_t max_extra) {
-  const std::string where = "predict g2p: " + word.origin;
-  AG_CHECK(!word.text.empty(), "{} is empty; expected a word to spell out", where);
-  const int64_t longest = trained.model->config.max_len - max_extra - 1;
-  const size_t characters = tasks::decode_utf8(word.text, where).size();
-  AG_CHECK(static_cast<int64_t>(characters) <= longest,
-           "{} has {} characters, more than the {} this model decodes (its {} positions, less the run's "
-           "--max-extra {} and one for the end)",
-           where, characters, longest, trained.model->config.max_len, max_extra);
-  return trained.source.encode_word(word.text, fmt::format("{} '{}'", where, tasks::printable(word.text)));
-}
-
-// `eval` and `predict`: refuses decoding `sources` in batches of `batch_size` words (`batch_setting`
-// names it) × `beam` rows that would not fit (tasks::check_memory_quietly), before decoding.
-void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
-                           const DecodeOptions& decode, int64_t batch_size, const std::string& batch_setting,
-                           int64_t max_memory_mb) {
-  size_t longest_word = 1;
-  for (const Ids& source : sources) longest_word = std::max(longest_word, source.size());
-  const int64_t words = std::min(batch_size, static_cast<int64_t>(sources.size()));
-  tasks::check_memory_quietly(
-      {.command = command,
-       .task = "g2p",
-       .step_settings = "no training step",
-       .eval_bytes = decoding_bytes(c, words * decode.beam, static_cast<int64_t>(longest_word), decode.max_extra),
-       .eval_settings =
-           fmt::format("{} x --beam {} words of up to {} letters", batch_setting, decode.beam, longest_word)},
-      max_memory_mb);
-}
 
 constexpr const char* kNoWords =
     "predict g2p: no words given; expected WORD..., --file FILE or words on stdin (one word per line)";
@@ -108,27 +56,34 @@ std::vector<Word> given_words(const PredictOptions& options) {
 }
 
 // One word's pronunciation as `format` prints it: text and tsv "WORD<TAB>PHONEMES" (the phonemes
-// separated by spaces), json an object {"word", "phonemes": [...]} on one line.
-std::string prediction_line(const std::string& word, const Ids& phonemes, const Symbols& target,
-                            const std::string& format) {
+// separated by spaces), json an object {"word", "phonemes": [...], "scores": [...], "end_score",
+// "score"} on one line (the log-probabilities, rounded to 4 decimals).
+std::string prediction_line(const Pronounced& p, const std::string& format) {
   if (format == "json") {
-    std::vector<std::string> symbols;
-    for (const int64_t id : phonemes) symbols.push_back(target.symbol(id));
-    return nlohmann::ordered_json{{"word", word}, {"phonemes", symbols}}.dump() + "\n";
+    const auto rounded = [](double x) { return std::round(x * 1e4) / 1e4; };
+    std::vector<double> scores;
+    for (const double s : p.scores) scores.push_back(rounded(s));
+    return nlohmann::ordered_json{{"word", p.word},
+                                  {"phonemes", p.phonemes},
+                                  {"scores", scores},
+                                  {"end_score", rounded(p.end_score)},
+                                  {"score", rounded(p.score())}}
+               .dump() +
+           "\n";
   }
-  return fmt::format("{}\t{}\n", tasks::printable(word), tasks::printable(target.decode(phonemes, " ")));
+  return fmt::format("{}\t{}\n", tasks::printable(p.word),
+                     tasks::printable(fmt::format("{}", fmt::join(p.phonemes, " "))));
 }
 
-// Decodes `sources` (words[k]'s ids), once decoding's memory is checked, and prints each word's line;
-// stdout is flushed, so a pipe sees the lines at once.
-void pronounce(Trained& trained, const std::vector<std::string>& words, const std::vector<Ids>& sources,
-               const DecodeOptions& decode, const PredictOptions& options) {
-  check_decoding_memory("predict", trained.model->config, sources, decode, kPredictBatch,
-                        fmt::format("{} words at once", kPredictBatch), options.max_memory_mb);
-  const std::vector<Ids> predictions = decode_all(*trained.model, sources, decode, kPredictBatch);
+// Pronounces `words` (`sources`, their ids) and prints each word's line; stdout is flushed, so a
+// pipe sees the lines at once.
+void pronounce(Pronouncer& pronouncer, const std::vector<std::string>& words, const std::vector<Ids>& sources,
+               const PredictOptions& options) {
+  const std::vector<Pronounced> pronounced = pronouncer.pronounce_encoded(
+      words, sources,
+      {.beam = options.beam, .scores = options.format == "json", .max_memory_mb = options.max_memory_mb});
   std::string lines;
-  for (size_t i = 0; i < words.size(); ++i)
-    lines += prediction_line(words[i], predictions[i], trained.target, options.format);
+  for (const Pronounced& p : pronounced) lines += prediction_line(p, options.format);
   fmt::print("{}", lines);
   std::fflush(stdout);
 }
@@ -175,7 +130,7 @@ class LineStream {
 
 // `predict` without words: stdin's words, each batch pronounced as it comes. A word the model cannot
 // read is reported on stderr and the others are pronounced; returns 1 if any was.
-int pronounce_stdin(Trained& trained, const DecodeOptions& decode, const PredictOptions& options) {
+int pronounce_stdin(Pronouncer& pronouncer, const PredictOptions& options) {
   if (::isatty(STDIN_FILENO)) std::cerr << "predict g2p: reading words from stdin, one per line (Ctrl-D ends)\n";
   LineStream input(STDIN_FILENO);
   int64_t line = 0, pronounced = 0, refused = 0;
@@ -186,14 +141,14 @@ int pronounce_stdin(Trained& trained, const DecodeOptions& decode, const Predict
       ++line;
       if (text.empty()) continue;
       try {
-        sources.push_back(encode_word(trained, {text, fmt::format("line {} of stdin", line)}, decode.max_extra));
+        sources.push_back(pronouncer.encode(text, fmt::format("predict g2p: line {} of stdin", line)));
         words.push_back(std::move(text));
       } catch (const Error& e) {
         std::cerr << "attograd: error: " << e.what() << "\n";
         ++refused;
       }
     }
-    if (!sources.empty()) pronounce(trained, words, sources, decode, options);
+    if (!sources.empty()) pronounce(pronouncer, words, sources, options);
     pronounced += static_cast<int64_t>(sources.size());
   }
   AG_CHECK(pronounced + refused > 0, "{}; stdin held none", kNoWords);
@@ -206,30 +161,31 @@ int pronounce_stdin(Trained& trained, const DecodeOptions& decode, const Predict
 }  // namespace
 
 int eval(const EvalOptions& options) {
-  Trained trained = load_trained(options.checkpoint);
   AG_CHECK(options.split == "test" || options.split == "val" || options.split == "train",
            "eval g2p: --split must be test, val or train, got '{}'", options.split);
+  Pronouncer pronouncer = chosen_model(options.checkpoint, "eval");
+  const std::string& name = options.checkpoint.empty() ? pronouncer.name() : options.checkpoint;
   const std::string data =
-      options.data.empty() ? tasks::config_string(trained.config, "data", options.checkpoint) : options.data;
-  const Lexicon lexicon = load_lexicon(data, tasks::config_bool(trained.config, "stress", options.checkpoint));
-  tasks::note_if_not_the_runs_data(trained.config, options.checkpoint, lexicon.path);
+      options.data.empty() ? tasks::config_string(pronouncer.config(), "data", name) : options.data;
+  const Lexicon lexicon = load_lexicon(data, tasks::config_bool(pronouncer.config(), "stress", name));
+  tasks::note_if_not_the_runs_data(pronouncer.config(), name, lexicon.path);
   if (!options.report.empty()) check_not_an_input(options.report);  // before decoding, not after
   const Split split = options.split == "test" ? Split::test : options.split == "val" ? Split::val : Split::train;
-  const EvalSet set = eval_set(lexicon, split, trained.source, trained.target, 0);
+  const EvalSet set = eval_set(lexicon, split, pronouncer.source_symbols(), pronouncer.target_symbols(), 0);
   AG_CHECK(!set.words.empty(), "{}: its {} split is empty", lexicon.path, options.split);
-  const int64_t max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10);
-  check_decoding_memory("eval", trained.model->config, set.sources, {.beam = options.beam, .max_extra = max_extra},
+  G2PTransformer& model = pronouncer.model();
+  check_decoding_memory("eval", model.config, set.sources, options.beam, pronouncer.max_extra(),
                         options.eval_batch_size, fmt::format("--eval-batch-size {}", options.eval_batch_size),
                         options.max_memory_mb);
-  const Decoded decoded = decode_timed(*trained.model, set.sources, options.beam, max_extra, options.eval_batch_size);
-  print_rates(fmt::format("{} ({})", options.split, options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
-              score(decoded.predictions, set.references), decoded);
-  print_confusions(decoded.predictions, set.references, trained.target, options.confusions);
+  const Decoded decoded =
+      decode_timed(model, set.sources, options.beam, pronouncer.max_extra(), options.eval_batch_size);
+  const std::string decoder = options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy";
+  print_rates(fmt::format("{} ({})", options.split, decoder), score(decoded.predictions, set.references), decoded);
+  print_confusions(decoded.predictions, set.references, pronouncer.target_symbols(), options.confusions);
   if (!options.report.empty()) {
     write_file_atomically(options.report,
-                          report_of(fmt::format("{}, {} ({})", options.checkpoint, options.split,
-                                                options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy"),
-                                    *trained.model, set, decoded.predictions, trained.source, trained.target));
+                          report_of(fmt::format("{}, {} ({})", name, options.split, decoder), model, set,
+                                    decoded.predictions, pronouncer.source_symbols(), pronouncer.target_symbols()));
     fmt::print("wrote {}\n", options.report);
   }
   return 0;
@@ -238,19 +194,17 @@ int eval(const EvalOptions& options) {
 int predict(const PredictOptions& options) {
   AG_CHECK(options.format == "text" || options.format == "tsv" || options.format == "json",
            "predict g2p: the format must be text, tsv or json, got '{}'", tasks::printable(options.format));
-  Trained trained = load_trained(options.checkpoint);
-  const DecodeOptions decode{.beam = options.beam,
-                             .max_extra = tasks::config_whole(trained.config, "max_extra", options.checkpoint, 10)};
-  if (options.words.empty() && options.file.empty()) return pronounce_stdin(trained, decode, options);
+  Pronouncer pronouncer = chosen_model(options.checkpoint, "predict");
+  if (options.words.empty() && options.file.empty()) return pronounce_stdin(pronouncer, options);
   const std::vector<Word> given = given_words(options);
   AG_CHECK(!given.empty(), "{}", kNoWords);
   std::vector<std::string> words;
   std::vector<Ids> sources;
   for (const Word& word : given) {
-    sources.push_back(encode_word(trained, word, decode.max_extra));
+    sources.push_back(pronouncer.encode(word.text, "predict g2p: " + word.origin));
     words.push_back(word.text);
   }
-  pronounce(trained, words, sources, decode, options);
+  pronounce(pronouncer, words, sources, options);
   return 0;
 }
 

@@ -125,6 +125,36 @@ TEST(G2PDecode, CachedDecodingEqualsRecomputationTokenForToken) {
   }
 }
 
+// Pronouncer's scores (teacher forcing over a whole output) against the cached decoder's own
+// step-by-step logits: each greedy token's log-probability, the largest at its position, and the end's.
+TEST(G2PDecode, OutputLogProbabilitiesAreTheStepByStepDecodersOwn) {
+  const auto owner = sharpened_model(7);
+  G2PTransformer& model = *owner;
+  const std::vector<Ids> sources = random_sources(6, 13);
+  const std::vector<Ids> outputs = decode_batch(model, sources, {.max_extra = 4});
+  const std::vector<std::vector<double>> scores = output_log_probabilities(model, sources, outputs);
+  NoGradGuard no_grad;
+  for (size_t w = 0; w < sources.size(); ++w) {
+    Tensor source = zeros({1, static_cast<int64_t>(sources[w].size())}, DType::i64);
+    std::copy(sources[w].begin(), sources[w].end(), source.data<int64_t>());
+    nn::DecoderCache cache = model.start_decoding(model.encode(source), source);
+    ASSERT_EQ(scores[w].size(), outputs[w].size() + 1);
+    double last = kBos;
+    for (size_t t = 0; t <= outputs[w].size(); ++t) {
+      const std::vector<double> logits = model.decode_step(ids({1}, {last}), cache).to_vector();  // (1, V)
+      const double top = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (const double x : logits) sum += std::exp(x - top);
+      const int64_t token = t < outputs[w].size() ? outputs[w][t] : kEos;
+      EXPECT_NEAR(scores[w][t], logits[static_cast<size_t>(token)] - top - std::log(sum), 1e-5) << w << " " << t;
+      if (t < outputs[w].size()) {
+        EXPECT_EQ(std::max_element(logits.begin(), logits.end()) - logits.begin(), token) << "greedy's choice";
+      }
+      last = static_cast<double>(token);
+    }
+  }
+}
+
 TEST(G2PDecode, BeamOfOneEqualsGreedy) {
   const auto owner = sharpened_model(7);
   G2PTransformer& model = *owner;

@@ -83,6 +83,8 @@ expect "stdin: a word the model cannot read gives exit 1" test "$?" -eq 1
 expect "stdin: it is named on stderr, with its character" \
   grep -qF "line 2 of stdin 'Quail': 1 character(s) the model has never seen: 'Q'" "$work/mixed.err"
 expect "stdin: the others are pronounced" cmp -s "$work/mixed.tsv" <(grep -E "^(cat|dogs)	" "$work/args.tsv")
+check "a capital the model does not know is read as the small letter it knows" 0 \
+  "Cat	$(grep "^cat	" "$work/args.tsv" | cut -f2)" -- "${predict[@]}" --format tsv Cat
 coproc stream { "${predict[@]}" --format tsv 2>"$work/stream.err"; }
 echo cat >&"${stream[1]}"
 first="" && IFS= read -r -t 120 first <&"${stream[0]}"
