@@ -13,6 +13,7 @@
 #include "engine/autograd.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/shape.h"
+#include "nn/distributed.h"
 #include "nn/optim.h"
 #include "tasks/common/memory.h"
 #include "tasks/common/run_dir.h"
@@ -135,7 +136,7 @@ class G2PTask : public nn::TrainTask {
 
   nn::BestEpochRule best_epoch_rule() const override { return {.metric = "val_wer", .higher_is_better = false}; }
 
-  int64_t tokens() const { return tokens_; }  // source characters + target tokens trained on so far
+  int64_t tokens() const { return tokens_; }  // source characters + target tokens this rank trained on so far
 
  private:
   G2PTransformer& model_;
@@ -355,13 +356,17 @@ int train(const G2POptions& options) {
         t.tokens_per_step = options.training.batch_size;
         t.rate_unit = "words";
       });
+  // Each rank counted the tokens of its shards; the rate is the whole batches' over rank 0's steps
+  // (each of which waited for the other ranks' gradients), as one process's is.
+  double tokens = static_cast<double>(task.tokens());
+  nn::dist::sum_over_ranks({&tokens, 1}, "the count of the training tokens");
   if (!trained) return 0;  // another rank of a data-parallel job: rank 0 reports
   const std::vector<double>& step_seconds = trained->step_seconds;
   print_table(trained->history);
   const double train_seconds = std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0);
   if (train_seconds > 0)
-    fmt::print("training: {} tokens (source characters + target tokens) in {:.1f} s of steps = {:.0f} tokens/s\n",
-               task.tokens(), train_seconds, static_cast<double>(task.tokens()) / train_seconds);
+    fmt::print("training: {:.0f} tokens (source characters + target tokens) in {:.1f} s of steps = {:.0f} tokens/s\n",
+               tokens, train_seconds, tokens / train_seconds);
   test_best_epoch(options, *trained, model, test, source, target);
   return 0;
 }

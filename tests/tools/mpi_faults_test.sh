@@ -2,7 +2,8 @@
 # The faults that used to hang a data-parallel job, each with 2 ranks under mpirun on this host and
 # again with the ranks' roles swapped: a data file, a --resume folder or a valid flag on one rank
 # only; other --epochs, other data of the same vocabulary (the same path, other bytes) on one rank;
-# bad data on one rank; a rank that stops answering mid-run. Every job must end within 30 s
+# bad data on one rank; g2p with other pairs or another cached CMUdict on one rank; a rank that stops
+# answering mid-run; a g2p rank killed mid-run. Every job must end within 30 s
 # with the failing rank's message (or the field, file or bucket at fault) and exit 1, 2, or 4 for a
 # collective that timed out, and leave no process behind. Then signals (SIGTERM to either rank,
 # SIGUSR1 to mpirun): every rank stops after the same step, rank 0 saves it, and
@@ -37,7 +38,7 @@ nothing_left() {
 
 # both_ways NAME EXIT MESSAGE MESSAGE_SWAPPED -- ARGS_A -- ARGS_B: `mpirun attograd ARGS_A : attograd
 # ARGS_B` (one rank each), then the same with ARGS_B on rank 0; each must end in 30 s with EXIT and
-# its MESSAGE, and leave nothing behind. ARGS may begin with mpirun's --wdir DIR.
+# its MESSAGE, and leave nothing behind. ARGS may begin with mpirun's --wdir DIR and -x VAR=VALUE.
 both_ways() {
   local name="$1" expected="$2" message="$3" swapped="$4"
   shift 5
@@ -51,17 +52,31 @@ both_ways() {
 one_way() {  # one_way NAME EXIT MESSAGE ARRAY0 ARRAY1
   local -n args0="$4" args1="$5"
   local first=("${args0[@]}") second=("${args1[@]}") context0=(-np 1) context1=(-np 1)
-  if [ "${first[0]}" = "--wdir" ]; then
+  while [ "${first[0]}" = "--wdir" ] || [ "${first[0]}" = "-x" ]; do
     context0+=("${first[@]:0:2}")
     first=("${first[@]:2}")
-  fi
-  if [ "${second[0]}" = "--wdir" ]; then
+  done
+  while [ "${second[0]}" = "--wdir" ] || [ "${second[0]}" = "-x" ]; do
     context1+=("${second[@]:0:2}")
     second=("${second[@]:2}")
-  fi
+  done
   check "$1" "$2" "$3" -- timeout -k 5 30 mpirun "${context0[@]}" "$attograd" --threads 1 "${first[@]}" : \
     "${context1[@]}" "$attograd" --threads 1 "${second[@]}"
   nothing_left "$1"
+}
+
+# wait_for FILE: until FILE is written (at most 30 s).
+wait_for() {
+  for _ in $(seq 300); do
+    [ -s "$1" ] && return
+    sleep 0.1
+  done
+}
+# rank_pid R: the process id of rank R of the running job.
+rank_pid() {
+  for pid in $(pgrep -f -- "^$attograd"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$pid"
+  done
 }
 
 printf '1\tgood film\n0\tbad film\n1\tgreat acting\n0\tawful plot\n' >"$work/train.tsv"
@@ -71,9 +86,21 @@ printf '0\tgood film\n1\tbad film\n1\tgreat acting\n0\tawful plot\n' >"$work/b/t
 for i in $(seq 200); do echo "call me ishmael. some years ago $i."; done >"$work/a/text.txt"
 for i in $(seq 200); do echo "call me ishmeal. some years ago $i."; done >"$work/b/text.txt"  # same length, letters
 printf '1\tgood film\nno tab on this line\n' >"$work/bad.tsv"
+# g2p's toy pairs, and on b one pronunciation other (T A K for T A C); each also as the CMUdict of a
+# data cache of its own (two hosts whose cached index.js differ).
+for w in cat dog bird fish horse mouse tiger zebra camel eagle lion wolf bear deer frog goat ox yak emu owl; do
+  for s in "" s er y ing; do echo "$w$s"; done
+done | bash "$(dirname "${BASH_SOURCE[0]}")/reversal_pairs.sh" >"$work/a/pairs.tsv"
+sed '1s/T A C$/T A K/' "$work/a/pairs.tsv" >"$work/b/pairs.tsv"
+for side in a b; do
+  mkdir -p "$work/$side/cache/cmudict"
+  awk -F'\t' '{ printf "  \"%s\": \"%s\",\n", $1, $2 }' "$work/$side/pairs.tsv" >"$work/$side/cache/cmudict/index.js"
+done
+cmudict_sha() { sha256sum "$work/$1/cache/cmudict/index.js" | cut -d' ' -f1; }
 sentiment=(train sentiment --quiet --epochs 2)
 squares=(train squares --quiet)
 charlm=(train charlm --quiet --block-size 8 --layers 1 --width 16 --heads 2 --batch-size 4)
+g2p=(train g2p --quiet --d-model 16 --enc-layers 1 --dec-layers 1 --ff 32 --heads 2 --batch-size 16)
 "$attograd" --threads 1 train squares --quiet --epochs 1 --out "$work/run" >/dev/null
 
 echo "== a usage error on one rank: every rank ends with its message, exit 2"
@@ -99,6 +126,17 @@ both_ways "sentiment: other bytes of the same vocabulary at the same relative pa
 both_ways "charlm: other text at the same relative path" 2 \
   "config.json's data is \"$work/a/text.txt\" on rank 0" "config.json's data is \"$work/b/text.txt\" on rank 0" -- \
   --wdir "$work/a" "${charlm[@]}" --iters 4 --warmup-iters 1 --data text.txt -- --wdir "$work/b" "${charlm[@]}" --iters 4 --warmup-iters 1 --data text.txt
+both_ways "g2p: other pairs at the same relative path" 2 \
+  "config.json's data is \"$work/a/pairs.tsv\" on rank 0, \"$work/b/pairs.tsv\" on rank 1" \
+  "config.json's data is \"$work/b/pairs.tsv\" on rank 0, \"$work/a/pairs.tsv\" on rank 1" -- \
+  --wdir "$work/a" "${g2p[@]}" --data pairs.tsv --out "$work/g2p-refused" -- \
+  --wdir "$work/b" "${g2p[@]}" --data pairs.tsv --out "$work/g2p-refused"
+# Both ranks read "the CMUdict of the data cache" (config.json's data is ""): its sha256 is what differs.
+both_ways "g2p: another CMUdict in each rank's data cache" 2 \
+  "config.json's data_sha256 is \"$(cmudict_sha a)\" on rank 0, \"$(cmudict_sha b)\" on rank 1" \
+  "config.json's data_sha256 is \"$(cmudict_sha b)\" on rank 0, \"$(cmudict_sha a)\" on rank 1" -- \
+  -x "ATTOGRAD_DATA_DIR=$work/a/cache" "${g2p[@]}" --out "$work/g2p-refused" -- \
+  -x "ATTOGRAD_DATA_DIR=$work/b/cache" "${g2p[@]}" --out "$work/g2p-refused"
 
 echo "== a runtime error on one rank: exit 1 with its message"
 both_ways "bad data on one rank" 1 "rank 1 of 2: error: $work/bad.tsv:2" "rank 0 of 2: error: $work/bad.tsv:2" -- \
@@ -111,13 +149,8 @@ stopped_rank() {
   timeout -k 5 30 mpirun -np 2 "$attograd" --threads 1 --collective-timeout 5 "${charlm[@]}" --iters 100000 \
     --warmup-iters 1 --eval-interval 5 --data "$work/a/text.txt" --out "$out" >"$work/stopped.log" 2>&1 &
   local launcher=$!
-  for _ in $(seq 300); do
-    [ -s "$out/last.safetensors" ] && break
-    sleep 0.1
-  done
-  for pid in $(pgrep -f -- "$attograd"); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" && kill -STOP "$pid"
-  done
+  wait_for "$out/last.safetensors"
+  kill -STOP "$(rank_pid "$rank")"
   wait "$launcher"
   local status=$?
   local name="rank $rank stopped"
@@ -132,6 +165,27 @@ stopped_rank() {
 stopped_rank 1
 stopped_rank 0
 
+echo "== a g2p rank killed mid-run (SIGKILL): the job ends naming it, the last checkpoint loads"
+# killed_rank R: rank R of a running g2p job is killed once it has written a checkpoint.
+killed_rank() {
+  local rank="$1" out="$work/killed-$1" name="g2p: rank $1 killed"
+  timeout -k 5 30 mpirun -np 2 "$attograd" --threads 1 "${g2p[@]}" --epochs 100000 --data "$work/a/pairs.tsv" \
+    --out "$out" >"$work/killed.log" 2>&1 &
+  local launcher=$!
+  wait_for "$out/last.safetensors"
+  kill -KILL "$(rank_pid "$rank")"
+  wait "$launcher"
+  local status=$?
+  echo "  mpirun exit $status; $(grep -m1 'exited on signal' "$work/killed.log")"
+  expect "$name: the job ends with a non-zero exit" test "$status" -ne 0 -a "$status" -ne 124
+  expect "$name: mpirun names rank $rank and signal 9" grep -q "rank $rank .*exited on signal 9" "$work/killed.log"
+  nothing_left "$name"
+  check "$name: last.safetensors loads" 0 "test (greedy): PER" -- \
+    "$attograd" eval g2p --checkpoint "$out/last.safetensors"
+}
+killed_rank 1
+killed_rank 0
+
 echo "== signals: every rank stops after the same step, rank 0 saves it, --resume ends as an uninterrupted run"
 # A constant lr (no warm-up, --min-lr = --lr): the schedule does not depend on --iters, so a run
 # stopped after iteration k and resumed to k + 20 must end as a fresh run of k + 20 iterations.
@@ -142,16 +196,11 @@ signalled() {
   timeout -k 5 30 mpirun -np 2 "$attograd" --threads 1 "${steady[@]}" --iters 100000 --out "$out" \
     >"$work/signalled.log" 2>&1 &
   local launcher=$! pid=""
-  for _ in $(seq 300); do
-    [ -s "$out/last.safetensors" ] && break
-    sleep 0.1
-  done
+  wait_for "$out/last.safetensors"
   if [ "$target" = mpirun ]; then
     pid="$(pgrep -P "$launcher" -x mpirun)"  # not `timeout`, which does not pass SIGUSR1 on
   else
-    for candidate in $(pgrep -f -- "^$attograd"); do
-      tr '\0' '\n' <"/proc/$candidate/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=${target#rank}" && pid=$candidate
-    done
+    pid="$(rank_pid "${target#rank}")"
   fi
   kill "-$signal" "$pid"
   wait "$launcher"
