@@ -197,6 +197,10 @@ StartState start_state_from_json(const std::string& text) {
 // Settings a rank may hold its own value of: they change no number of the run.
 bool may_differ_between_ranks(const std::string& setting) { return setting == "threads"; }
 
+// Entries of a config that record what the data holds, not a flag (g2p's data_sha256, data_words):
+// when they differ, the flags are the same and the data is not.
+bool records_the_data(const std::string& setting) { return setting.ends_with("_sha256") || setting == "data_words"; }
+
 // The first setting in which `theirs` (rank r's) differs from rank 0's `first`.
 std::optional<Refusal> compare_settings(const std::string& first, const std::string& theirs, int r) {
   const nlohmann::json a = nlohmann::json::parse(first.empty() ? "{}" : first, nullptr, false);
@@ -212,6 +216,11 @@ std::optional<Refusal> compare_settings(const std::string& first, const std::str
     if (may_differ_between_ranks(key)) continue;
     const std::string here = a.contains(key) ? a[key].dump() : "(none)";
     const std::string there = b.contains(key) ? b[key].dump() : "(none)";
+    if (here != there && records_the_data(key))
+      return Refusal{1, fmt::format("the ranks' data differ: config.json's {} is {} on rank 0, {} on rank {}; every "
+                                    "rank must read the same data (the same file, or the same corpus in its data "
+                                    "cache)",
+                                    key, here, there, r)};
     if (here != there)
       return Refusal{2, fmt::format("the ranks' settings differ: config.json's {} is {} on rank 0, {} on rank {}; "
                                     "start every rank with the same flags",

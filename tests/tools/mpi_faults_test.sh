@@ -131,9 +131,10 @@ both_ways "g2p: other pairs at the same relative path" 2 \
   "config.json's data is \"$work/b/pairs.tsv\" on rank 0, \"$work/a/pairs.tsv\" on rank 1" -- \
   --wdir "$work/a" "${g2p[@]}" --data pairs.tsv --out "$work/g2p-refused" -- \
   --wdir "$work/b" "${g2p[@]}" --data pairs.tsv --out "$work/g2p-refused"
-# Both ranks read "the CMUdict of the data cache" (config.json's data is ""): its sha256 is what differs.
-both_ways "g2p: another CMUdict in each rank's data cache" 2 \
-  "config.json's data_sha256 is \"$(cmudict_sha a)\" on rank 0, \"$(cmudict_sha b)\" on rank 1" \
+# Both ranks read "the CMUdict of the data cache" (config.json's data is ""): its sha256 is what
+# differs, and the ranks are told their data, not their flags, differ (exit 1).
+both_ways "g2p: another CMUdict in each rank's data cache" 1 \
+  "the ranks' data differ: config.json's data_sha256 is \"$(cmudict_sha a)\" on rank 0, \"$(cmudict_sha b)\" on rank 1" \
   "config.json's data_sha256 is \"$(cmudict_sha b)\" on rank 0, \"$(cmudict_sha a)\" on rank 1" -- \
   -x "ATTOGRAD_DATA_DIR=$work/a/cache" "${g2p[@]}" --out "$work/g2p-refused" -- \
   -x "ATTOGRAD_DATA_DIR=$work/b/cache" "${g2p[@]}" --out "$work/g2p-refused"
