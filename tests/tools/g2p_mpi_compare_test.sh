@@ -13,6 +13,7 @@ script="$here/../../tools/bench/g2p_mpi_compare.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 source "$here/cli_check.sh"
+source "$here/mpi_check.sh"  # Open MPI as root, oversubscribed; under ASan, its allocations not leak-checked
 
 printf '%s\n' cat cats dog dogs bird birds fish horse mouse mice tiger zebra camel eagle lion wolf bear deer frog \
   goat ox yak emu owl ant bee cow pig hen fox | bash "$here/reversal_pairs.sh" >"$work/pairs.tsv"
