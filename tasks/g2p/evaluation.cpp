@@ -6,6 +6,8 @@
 #include <chrono>
 
 #include "tasks/common/corpus.h"
+#include "tasks/common/memory.h"
+#include "tasks/common/memory.h"
 #include "tasks/common/text.h"
 #include "tasks/g2p/decode.h"
 #include "tasks/g2p/metrics.h"
@@ -90,6 +92,21 @@ double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, 
              Ld = static_cast<double>(c.transformer.num_decoder_layers);
   return 4 * std::max(R * D * (W * (1 + 2 * Ld) + 3 * Ld * steps),   // memory, caches
                       R * (6 * W * D + 2 * W * F + 2 * H * W * W));  // one encoder layer
+}
+
+void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
+                           int64_t beam, int64_t max_extra, int64_t batch_size, const std::string& batch_setting,
+                           int64_t max_memory_mb) {
+  size_t longest_word = 1;
+  for (const Ids& source : sources) longest_word = std::max(longest_word, source.size());
+  const int64_t words = std::min(batch_size, static_cast<int64_t>(sources.size()));
+  tasks::check_memory_quietly(
+      {.command = command,
+       .task = "g2p",
+       .step_settings = "no training step",
+       .eval_bytes = decoding_bytes(c, words * beam, static_cast<int64_t>(longest_word), max_extra),
+       .eval_settings = fmt::format("{} x --beam {} words of up to {} letters", batch_setting, beam, longest_word)},
+      max_memory_mb);
 }
 
 }  // namespace ag::g2p

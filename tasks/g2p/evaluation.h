@@ -49,4 +49,10 @@ std::string report_of(const std::string& title, G2PTransformer& model, const Eva
 // phonemes than letters (Note [memory estimate] in train.cpp).
 double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, int64_t max_extra);
 
+// Refuses decoding `sources` in batches of `batch_size` words × `beam` rows that would not fit
+// (tasks::check_memory_quietly), before decoding; `batch_setting` names the batch in the message.
+void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
+                           int64_t beam, int64_t max_extra, int64_t batch_size, const std::string& batch_setting,
+                           int64_t max_memory_mb);
+
 }  // namespace ag::g2p

@@ -8,7 +8,6 @@
 #include "nn/checkpoint.h"
 #include "tasks/common/checkpoint_config.h"
 #include "tasks/common/embedded.h"
-#include "tasks/common/memory.h"
 #include "tasks/common/text.h"
 #include "tasks/g2p/decode.h"
 #include "tasks/g2p/evaluation.h"
@@ -119,21 +118,6 @@ std::vector<Pronounced> Pronouncer::pronounce_encoded(const std::vector<std::str
     }
   }
   return out;
-}
-
-void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
-                           int64_t beam, int64_t max_extra, int64_t batch_size, const std::string& batch_setting,
-                           int64_t max_memory_mb) {
-  size_t longest_word = 1;
-  for (const Ids& source : sources) longest_word = std::max(longest_word, source.size());
-  const int64_t words = std::min(batch_size, static_cast<int64_t>(sources.size()));
-  tasks::check_memory_quietly(
-      {.command = command,
-       .task = "g2p",
-       .step_settings = "no training step",
-       .eval_bytes = decoding_bytes(c, words * beam, static_cast<int64_t>(longest_word), max_extra),
-       .eval_settings = fmt::format("{} x --beam {} words of up to {} letters", batch_setting, beam, longest_word)},
-      max_memory_mb);
 }
 
 }  // namespace ag::g2p

@@ -81,10 +81,4 @@ class Pronouncer {
   std::string name_;
 };
 
-// Refuses decoding `sources` in batches of `batch_size` words × `beam` rows that would not fit
-// (tasks::check_memory_quietly), before decoding; `batch_setting` names the batch in the message.
-void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
-                           int64_t beam, int64_t max_extra, int64_t batch_size, const std::string& batch_setting,
-                           int64_t max_memory_mb);
-
 }  // namespace ag::g2p

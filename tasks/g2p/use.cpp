@@ -1,4 +1,4 @@
-// `eval g2p` and `predict g2p`: a model read back from a checkpoint with its symbol tables, decoding a
+// `eval g2p` and `predict g2p`: a Pronouncer (a checkpoint's model, a model file's or the shipped one), decoding a
 // split's words (scored against their references) or a user's words: given as arguments or in a
 // file, or read from stdin as they come (a word the model cannot read is then reported and skipped).
 #include <fmt/format.h>
@@ -7,18 +7,15 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "engine/io.h"
-#include "engine/json.h"
-#include "nn/checkpoint.h"
 #include "tasks/common/checkpoint_config.h"
-#include "tasks/common/memory.h"
 #include "tasks/common/text.h"
-#include "tasks/g2p/decode.h"
 #include "tasks/g2p/evaluation.h"
 #include "tasks/g2p/metrics.h"
 #include "tasks/g2p/pronouncer.h"
