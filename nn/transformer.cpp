@@ -43,9 +43,10 @@ void check_masks(const TransformerMasks& m, int64_t N, int64_t S, int64_t T) {
   check_mask("Transformer", "memory_key_padding_mask", m.memory_key_padding_mask, {N, S});
 }
 
-// x + dropout(sublayer_out), then LayerNorm: the post-norm residual of every sublayer.
+// x + dropout(sublayer_out), then LayerNorm: the post-norm residual of every sublayer (the mask
+// applied in the add's pass).
 Tensor add_and_norm(const Tensor& x, const Tensor& sublayer_out, Dropout& dropout, LayerNorm& norm) {
-  return norm(add(x, dropout(sublayer_out)));
+  return norm(add_dropout(x, sublayer_out, dropout.p, dropout.is_training(), dropout.generator()));
 }
 
 Tensor feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2) {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "engine/generator.h"
+#include "engine/kernels/parallel.h"
 #include "engine/torch_generator.h"
 
 namespace ag::kernels {
@@ -14,26 +15,46 @@ namespace {
 uint64_t first_kept(double p) { return static_cast<uint64_t>(std::ceil(std::ldexp(p, 53))); }  // ⌈p·2⁵³⌉
 
 template <typename T>
-[[gnu::always_inline]] inline void mask_range(uint64_t counter, uint64_t kept_from, T scale, T* __restrict out,
-                                              int64_t n) {
+[[gnu::always_inline]] inline T draw(uint64_t counter, int64_t i, uint64_t kept_from, T scale) {
+  const uint64_t bits = Generator::mix(counter + static_cast<uint64_t>(i + 1) * Generator::kIncrement);
+  return (bits >> 11) >= kept_from ? scale : T(0);
+}
+
+// One loop per case, so each vectorises without a branch inside.
+template <typename T>
+[[gnu::always_inline]] inline void mask_range(uint64_t counter, uint64_t kept_from, T scale, T* __restrict mask,
+                                              int64_t n, const DropoutApply<T>* apply) {
+  if (apply == nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) mask[i] = draw(counter, i, kept_from, scale);
+    return;
+  }
+  const T* __restrict x = apply->x;
+  T* __restrict out = apply->out;
+  if (apply->residual == nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      mask[i] = draw(counter, i, kept_from, scale);
+      out[i] = x[i] * mask[i];
+    }
+    return;
+  }
+  const T* __restrict residual = apply->residual;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t bits = Generator::mix(counter + static_cast<uint64_t>(i + 1) * Generator::kIncrement);
-    out[i] = (bits >> 11) >= kept_from ? scale : T(0);
+    mask[i] = draw(counter, i, kept_from, scale);
+    out[i] = residual[i] + x[i] * mask[i];
   }
 }
 
-[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void mask_range_f32(uint64_t counter,
-                                                                                        uint64_t kept_from, float scale,
-                                                                                        float* out, int64_t n) {
-  mask_range(counter, kept_from, scale, out, n);
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void mask_range_f32(
+    uint64_t counter, uint64_t kept_from, float scale, float* mask, int64_t n, const DropoutApply<float>* apply) {
+  mask_range(counter, kept_from, scale, mask, n, apply);
 }
 
-[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void mask_range_f64(uint64_t counter,
-                                                                                        uint64_t kept_from,
-                                                                                        double scale, double* out,
-                                                                                        int64_t n) {
-  mask_range(counter, kept_from, scale, out, n);
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void mask_range_f64(
+    uint64_t counter, uint64_t kept_from, double scale, double* mask, int64_t n, const DropoutApply<double>* apply) {
+  mask_range(counter, kept_from, scale, mask, n, apply);
 }
 
 // The attention weights (heads, queries, keys) of one example: weight (h, i, j) from draw
@@ -74,12 +95,14 @@ void attention_dropout_mask_row(uint64_t counter, double p, double scale, double
   attention_mask_f64(counter, first_kept(p), scale, out, heads, queries, keys);
 }
 
-void dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t n) {
-  mask_range_f32(counter, first_kept(p), scale, out, n);
+void dropout_mask_row(uint64_t counter, double p, float scale, float* mask, int64_t n,
+                      const DropoutApply<float>* apply) {
+  mask_range_f32(counter, first_kept(p), scale, mask, n, apply);
 }
 
-void dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t n) {
-  mask_range_f64(counter, first_kept(p), scale, out, n);
+void dropout_mask_row(uint64_t counter, double p, double scale, double* mask, int64_t n,
+                      const DropoutApply<double>* apply) {
+  mask_range_f64(counter, first_kept(p), scale, mask, n, apply);
 }
 
 }  // namespace ag::kernels
@@ -109,13 +132,26 @@ enum class RowLayout {
   attention,  // attention weights (B, H, T, S): kernels::attention_draw, any T and S
 };
 
+// What draw_mask applies its mask to in the same pass, if anything (apply_dropout).
+struct ApplyTo {
+  const Tensor* x = nullptr;
+  const Tensor* residual = nullptr;  // may be undefined
+  Tensor* out = nullptr;
+};
+
+// Element operations a draw costs, for parallel_for's grain.
+constexpr int64_t kDrawCost = 16;
+
 // dropout_mask and attention_dropout_mask: outside a data-parallel step, one draw per element in
 // row-major order, so a seed gives the same mask on every machine and thread count; in a step (a
 // BatchShardGuard), each row of the global batch from a stream of its own (engine/generator.h).
-Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowLayout layout) {
+// Each element's draw depends on its place alone, so the threads may split the work anywhere.
+Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowLayout layout,
+                 const ApplyTo& apply = {}) {
   if (TorchGenerator* torch = gen.torch()) {
     AG_CHECK(current_batch_shard() == nullptr,
              "dropout: PyTorch's generator (--rng torch) has no per-row streams for a data-parallel step");
+    AG_CHECK(apply.x == nullptr, "dropout: PyTorch's generator draws the mask alone (apply it with mul)");
     return torch_dropout_mask(shape, dtype, p, *torch);
   }
   Tensor mask = empty(shape, dtype);
@@ -134,17 +170,33 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
            "dropout: a row needs {} draws (shape {}), more than a row's {}", draws_per_row, shape_str(shape),
            kDrawsPerRow);
   const uint64_t start = gen.state().counter;
+  const auto row_counter = [&](int64_t row) {
+    const uint64_t row_start = shard ? static_cast<uint64_t>(shard->first + row) * kDrawsPerRow : 0;
+    return start + row_start * Generator::kIncrement;
+  };
+  if (apply.out) *apply.out = empty(shape, dtype);
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
     const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
-    for (int64_t row = 0; row < rows; ++row) {
-      const uint64_t row_start = shard ? static_cast<uint64_t>(shard->first + row) * kDrawsPerRow : 0;
-      const uint64_t counter = start + row_start * Generator::kIncrement;
-      T* out = mask.data<T>() + row * per_row;
-      if (by_place)
-        kernels::attention_dropout_mask_row(counter, p, scale, out, shape[1], shape[2], shape[3]);
-      else
-        kernels::dropout_mask_row(counter, p, scale, out, per_row);
+    T* masks = mask.data<T>();
+    if (by_place) {
+      parallel_for(rows, per_row * kDrawCost, [&](int64_t row) {
+        kernels::attention_dropout_mask_row(row_counter(row), p, scale, masks + row * per_row, shape[1], shape[2],
+                                            shape[3]);
+      });
+      return;
     }
+    parallel_for_ranges(mask.numel(), kDrawCost, [&](int64_t begin, int64_t end) {
+      for (int64_t at = begin; at < end;) {  // the range, cut where rows end
+        const int64_t row = at / per_row, in_row = at % per_row, n = std::min(end - at, per_row - in_row);
+        const uint64_t counter = row_counter(row) + static_cast<uint64_t>(in_row) * Generator::kIncrement;
+        const kernels::DropoutApply<T> to{
+            .x = apply.x ? apply.x->data<T>() + at : nullptr,
+            .residual = apply.x && apply.residual->defined() ? apply.residual->data<T>() + at : nullptr,
+            .out = apply.out ? apply.out->data<T>() + at : nullptr};
+        kernels::dropout_mask_row(counter, p, scale, masks + at, n, apply.x ? &to : nullptr);
+        at += n;
+      }
+    });
   });
   gen.skip(shard ? static_cast<uint64_t>(shard->global_rows) * kDrawsPerRow : static_cast<uint64_t>(mask.numel()));
   return mask;
@@ -154,6 +206,16 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
 
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   return draw_mask(shape, dtype, p, gen, RowLayout::flat);
+}
+
+AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, Generator& gen) {
+  AG_CHECK(!residual.defined() || (residual.shape() == x.shape() && residual.dtype() == x.dtype()),
+           "dropout: expected a residual of the input's shape {} and dtype {}, got {} {}", shape_str(x.shape()),
+           dtype_name(x.dtype()), shape_str(residual.shape()), dtype_name(residual.dtype()));
+  AppliedDropout result;
+  result.mask =
+      draw_mask(x.shape(), x.dtype(), p, gen, RowLayout::flat, {.x = &x, .residual = &residual, .out = &result.out});
+  return result;
 }
 
 Tensor attention_dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {

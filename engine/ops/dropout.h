@@ -6,7 +6,10 @@
 
 namespace ag {
 
-// by 1/(1-p); in eval, the identity.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+// residual + dropout(x, p, training, gen), the mask drawn and applied in the residual add's pass:
+// the same numbers as the two ops (the same draws from gen, the same roundings).
+Tensor add_dropout(const Tensor& residual, const Tensor& x, double p, bool training,
+                   Generator& gen = default_generator());
 
 }  // namespace ag

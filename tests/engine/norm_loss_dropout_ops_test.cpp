@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "engine/autograd.h"
@@ -320,7 +321,7 @@ TEST(Dropout, SameSeedSameMaskBitForBit) {
 // and p with p·2⁵³ an integer (0.25) and half-way between two (0.25 + 2⁻⁵⁴).
 TEST(Dropout, MaskIsTheOneByOneDrawsOfTheGenerator) {
   for (const DType dtype : {DType::f32, f64})
-    for (const int64_t n : {1, 7, 8, 17, 1000})
+    for (const int64_t n : {1, 7, 8, 17, 1000, 5001})  // 5001: the threads split it
       for (const double p : {0.0, 0.1, 0.3, 0.5, 0.7, 1.0, 0.25, 0.25 + 0x1p-54})
         for (const uint64_t seed : {0, 9}) {
           Generator gen(seed), one_by_one(seed);
@@ -452,6 +453,45 @@ TEST(Dropout, POneGivesZerosAndZeroGradient) {
   expect_values(y, std::vector<double>(12, 0.0), 0.0);
   sum(y).backward();
   expect_values(x.grad(), std::vector<double>(12, 0.0), 0.0);
+}
+
+// add_dropout(r, x) is add(r, dropout(x)) drawn and applied in one pass: the same output,
+// gradients and next draw of the generator, bit for bit, for both dtypes, on tensors small enough for one
+// thread and large enough to be split between threads, inside and outside a data-parallel step, and
+// with PyTorch's generator (the next draw compared, not the counter). A residual that broadcasts takes the two ops
+// themselves.
+TEST(Dropout, AddDropoutIsAddOfDropoutBitForBit) {
+  struct Case {
+    Shape residual, x;
+    int64_t shard_first, shard_rows;  // shard_rows 0: no BatchShardGuard
+    bool torch;
+  };
+  for (const DType dtype : {DType::f32, f64})
+    for (const Case& c : std::vector<Case>{{{3, 4}, {3, 4}, 0, 0, false},
+                                           {{4, 700, 3}, {4, 700, 3}, 0, 0, false},
+                                           {{3, 900, 5}, {3, 900, 5}, 2, 3, false},
+                                           {{700, 3}, {700, 3}, 0, 0, true},
+                                           {{5}, {2, 5}, 0, 0, false}}) {
+      const Tensor r = randn(c.residual, dtype), x = randn(c.x, dtype), g = randn(c.x, dtype);
+      // One side's output, gradients and where its generator ends.
+      auto run = [&](bool fused) {
+        Generator gen(11, c.torch ? RngStyle::torch : RngStyle::attograd);
+        std::optional<BatchShardGuard> step;
+        if (c.shard_rows > 0) step.emplace(c.shard_first + c.shard_rows + 1).select(c.shard_first, c.shard_rows);
+        Tensor rr = r.detach().requires_grad_(), xx = x.detach().requires_grad_();
+        Tensor out = fused ? add_dropout(rr, xx, 0.3, true, gen) : add(rr, dropout(xx, 0.3, true, gen));
+        out.backward(broadcast_to(g, out.shape()));
+        return std::tuple{out.to_vector(), rr.grad().to_vector(), xx.grad().to_vector(), gen.next_u64()};
+      };
+      EXPECT_EQ(run(true), run(false)) << dtype_name(dtype) << " x " << shape_str(c.x) << " shard rows " << c.shard_rows
+                                       << (c.torch ? " torch" : "");
+    }
+  Tensor x = randn({3, 4}).requires_grad_();
+  Generator gen(0);
+  Tensor fused = add_dropout(zeros({3, 4}), x, 0.5, true, gen);
+  EXPECT_EQ(fused.grad_fn()->name, "AddDropoutBackward");
+  expect_error([&] { add_dropout(x, x, 2.0, true, gen); }, {"dropout", "[0, 1]", "2"});
+  expect_error([&] { add_dropout(x, zeros({3}, DType::i64), 0.5, true, gen); }, {"dropout", "i64", "floating"});
 }
 
 TEST(Dropout, RejectsBadArguments) {
