@@ -32,13 +32,26 @@ struct Cdf {
   for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * twice_cdf(x[i]).twice_cdf;
 }
 
+// gelu′(x) = Φ(x) + x · φ(x)
+[[gnu::always_inline]] inline float derivative(float x) {
+  constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // φ(x) = e^(−x²/2)/√(2π)
+  const Cdf c = twice_cdf(x);
+  return 0.5f * c.twice_cdf + x * kInvSqrt2Pi * c.gauss;
+}
+
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void gelu_derivative_range(const float* x,
                                                                                                float* out, int64_t n) {
-  constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // φ(x) = e^(−x²/2)/√(2π)
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = derivative(x[i]);
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void gelu_backward_range(const float* grad,
+                                                                                             const float* x, float* out,
+                                                                                             int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const Cdf c = twice_cdf(x[i]);
-    out[i] = 0.5f * c.twice_cdf + x[i] * kInvSqrt2Pi * c.gauss;
+    const float d = derivative(x[i]);  // rounded to f32 first, as gelu_derivative's output is
+    out[i] = grad[i] * d;
   }
 }
 
@@ -54,6 +67,12 @@ void gelu_erf(const float* x, float* out, int64_t n) {
 void gelu_erf_derivative(const float* x, float* out, int64_t n) {
   parallel_for_ranges(n, kCostPerElement,
                       [&](int64_t begin, int64_t end) { gelu_derivative_range(x + begin, out + begin, end - begin); });
+}
+
+void gelu_erf_backward(const float* grad, const float* x, float* out, int64_t n) {
+  parallel_for_ranges(n, kCostPerElement, [&](int64_t begin, int64_t end) {
+    gelu_backward_range(grad + begin, x + begin, out + begin, end - begin);
+  });
 }
 
 }  // namespace ag::kernels

@@ -11,5 +11,7 @@ namespace ag::kernels {
 
 void gelu_erf(const float* x, float* out, int64_t n);             // x · Φ(x)
 void gelu_erf_derivative(const float* x, float* out, int64_t n);  // Φ(x) + x · φ(x)
+// grad · (Φ(x) + x · φ(x)) in one pass: the numbers of gelu_erf_derivative, then the product.
+void gelu_erf_backward(const float* grad, const float* x, float* out, int64_t n);
 
 }  // namespace ag::kernels

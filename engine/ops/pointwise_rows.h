@@ -73,7 +73,7 @@ AG_POINTWISE_ROW(gelu, {.node = "GeluBackward",
                         .derivative =
                             [](const Tensor& g, const Tensor& x) {
                               // out = gelu(x)  →  dx = g * gelu'(x)
-                              return mul(g, gelu_derivative(x, GeluApproximation::none));
+                              return gelu_erf_backward(g, x);
                             },
                         .torch = "F.gelu"})
 

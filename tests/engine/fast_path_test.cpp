@@ -202,6 +202,20 @@ TEST(FastPath, GeluAgreesWithF64) {
     EXPECT_NEAR(fast[i], exact[i], 1e-14) << "gelu(" << tail64.to_vector()[i] << ")";
 }
 
+// gelu's backward in one pass (a plain backward) is, bit for bit, g · gelu′(x) as the two recorded
+// ops compute it (the backward of a create_graph grad, which must stay differentiable).
+TEST(FastPath, GeluBackwardIsTheComposition) {
+  for (const int64_t n : {int64_t{1}, int64_t{17}, int64_t{100003}}) {
+    auto [x64, x32] = random_pair({n}, 60 + static_cast<uint64_t>(n));
+    auto [g64, g32] = random_pair({n}, 61 + static_cast<uint64_t>(n));
+    x32 = mul(x32, 3.0).detach().requires_grad_();
+    const Tensor fused = grad({gelu(x32)}, {x32}, {g32})[0];
+    const Tensor composed = grad({gelu(x32)}, {x32}, {g32}, /*create_graph=*/true)[0];
+    ASSERT_TRUE(composed.grad_fn() != nullptr);  // the recorded ops ran
+    EXPECT_EQ(fused.to_vector(), composed.to_vector()) << "n " << n;
+  }
+}
+
 // One step of a small training loop over every dispatched kernel, above the thresholds.
 void training_step(const Tensor& x, const Tensor& w, const Tensor& gamma) {
   const Tensor h = layer_norm(matmul(x, w, false, true), {128}, gamma);  // (64, 128)
