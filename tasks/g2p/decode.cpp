@@ -1,12 +1,18 @@
 #include "tasks/g2p/decode.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/ops/index.h"
 #include "engine/ops/shape.h"
+#include "engine/threads.h"
 #include "tasks/g2p/data.h"
 
 namespace ag::g2p {
@@ -260,6 +266,65 @@ std::vector<Ids> decode_batch(G2PTransformer& model, const std::vector<Ids>& sou
   return o.beam == 1 && !o.beam_search ? greedy(model, sources, o) : beam_search(model, sources, o);
 }
 
+int64_t decoding_workers(int64_t words, int64_t batch_size) {
+  const int64_t batches = batch_size < 1 ? 0 : (words + batch_size - 1) / batch_size;
+  return std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), batches));
+}
+
+namespace {
+
+// A copy of the model for another thread: modules of its own (an attention module keeps its last
+// weights), the parameters' values, the same mode. It draws (its initialisation, overwritten, and
+// any dropout) from a generator of its own, so the process's generators are untouched.
+struct Replica {
+  explicit Replica(G2PTransformer& model) : model(model.config, generator) {
+    this->model.load_state_dict(model.state_dict());
+    this->model.train(model.is_training());
+  }
+  Generator generator{0};
+  G2PTransformer model;
+};
+
+// Batches [0, count) to `workers` threads, each taking the next undecoded batch: decode(model, b)
+// runs with the calling thread's autocast setting, one OpenMP thread, and the caller's model on the
+// calling thread (copies on the others). The first error, in batch order, is rethrown once all stop.
+void decode_concurrently(G2PTransformer& model, int64_t count, int64_t workers,
+                         const std::function<void(G2PTransformer&, int64_t)>& decode) {
+  const bool bf16 = autocast_enabled();
+  std::atomic<int64_t> next{0};
+  std::vector<std::exception_ptr> failures(static_cast<size_t>(count));
+  std::atomic<bool> failed{false};
+  const auto work = [&](G2PTransformer& own) {
+    const AutocastGuard autocast(bf16);
+    for (int64_t b; !failed && (b = next++) < count;) try {
+        decode(own, b);
+      } catch (...) {
+        failures[static_cast<size_t>(b)] = std::current_exception();
+        failed = true;
+      }
+  };
+  std::vector<std::unique_ptr<Replica>> copies;
+  for (int64_t w = 1; w < workers; ++w) copies.push_back(std::make_unique<Replica>(model));
+  struct ThreadsBack {  // this thread's setting, restored however the workers end
+    int threads;
+    ~ThreadsBack() { set_num_threads(threads); }
+  } back{get_num_threads()};
+  set_num_threads(1);
+  {
+    std::vector<std::jthread> others;
+    for (auto& copy : copies)
+      others.emplace_back([&work, &copy] {
+        set_num_threads(1);
+        work(copy->model);
+      });
+    work(model);
+  }
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
 std::vector<Ids> decode_all(G2PTransformer& model, const std::vector<Ids>& sources, const DecodeOptions& options,
                             int64_t batch_size, const std::function<void(int64_t)>& done) {
   AG_CHECK(batch_size >= 1, "g2p decode: expected a batch size ≥ 1, got {}", batch_size);
@@ -268,15 +333,28 @@ std::vector<Ids> decode_all(G2PTransformer& model, const std::vector<Ids>& sourc
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return sources[a].size() != sources[b].size() ? sources[a].size() < sources[b].size() : sources[a] < sources[b];
   });
+  const auto words = static_cast<int64_t>(sources.size());
   std::vector<Ids> out(sources.size());
-  for (size_t first = 0; first < order.size(); first += static_cast<size_t>(batch_size)) {
+  std::mutex progress;
+  int64_t decoded = 0;
+  const auto decode = [&](G2PTransformer& own, int64_t b) {
+    const size_t first = static_cast<size_t>(b * batch_size);
     const size_t last = std::min(order.size(), first + static_cast<size_t>(batch_size));
     std::vector<Ids> batch;
     for (size_t i = first; i < last; ++i) batch.push_back(sources[order[i]]);
-    std::vector<Ids> decoded = decode_batch(model, batch, options);
-    for (size_t i = first; i < last; ++i) out[order[i]] = std::move(decoded[i - first]);
-    if (done) done(static_cast<int64_t>(last));
+    std::vector<Ids> results = decode_batch(own, batch, options);
+    for (size_t i = first; i < last; ++i) out[order[i]] = std::move(results[i - first]);
+    const std::lock_guard<std::mutex> lock(progress);
+    decoded += static_cast<int64_t>(last - first);
+    if (done) done(decoded);
+  };
+  const int64_t batches = (words + batch_size - 1) / batch_size;
+  const int64_t workers = decoding_workers(words, batch_size);
+  if (workers == 1) {
+    for (int64_t b = 0; b < batches; ++b) decode(model, b);
+    return out;
   }
+  decode_concurrently(model, batches, workers, decode);
   return out;
 }
 

@@ -7,7 +7,6 @@
 
 #include "tasks/common/corpus.h"
 #include "tasks/common/memory.h"
-#include "tasks/common/memory.h"
 #include "tasks/common/text.h"
 #include "tasks/g2p/decode.h"
 #include "tasks/g2p/metrics.h"
@@ -94,17 +93,25 @@ double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, 
                       R * (6 * W * D + 2 * W * F + 2 * H * W * W));  // one encoder layer
 }
 
-void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
+double all_decoding_bytes(const ModelConfig& c, int64_t parameters, int64_t words, int64_t batch_size, int64_t beam,
+                          int64_t longest_word, int64_t max_extra) {
+  const auto workers = static_cast<double>(decoding_workers(words, batch_size));
+  const int64_t rows = std::min(batch_size, words) * beam;
+  return workers * decoding_bytes(c, rows, longest_word, max_extra) +
+         (workers - 1) * 4 * static_cast<double>(parameters);
+}
+
+void check_decoding_memory(const std::string& command, const G2PTransformer& model, const std::vector<Ids>& sources,
                            int64_t beam, int64_t max_extra, int64_t batch_size, const std::string& batch_setting,
                            int64_t max_memory_mb) {
   size_t longest_word = 1;
   for (const Ids& source : sources) longest_word = std::max(longest_word, source.size());
-  const int64_t words = std::min(batch_size, static_cast<int64_t>(sources.size()));
   tasks::check_memory_quietly(
       {.command = command,
        .task = "g2p",
        .step_settings = "no training step",
-       .eval_bytes = decoding_bytes(c, words * beam, static_cast<int64_t>(longest_word), max_extra),
+       .eval_bytes = all_decoding_bytes(model.config, model.num_parameters(), static_cast<int64_t>(sources.size()),
+                                        batch_size, beam, static_cast<int64_t>(longest_word), max_extra),
        .eval_settings = fmt::format("{} x --beam {} words of up to {} letters", batch_setting, beam, longest_word)},
       max_memory_mb);
 }

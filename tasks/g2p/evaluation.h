@@ -48,10 +48,14 @@ std::string report_of(const std::string& title, G2PTransformer& model, const Eva
 // Decoding's peak, in bytes: `rows` (words × beam) of up to `longest_word` letters and max_extra more
 // phonemes than letters (Note [memory estimate] in train.cpp).
 double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, int64_t max_extra);
+// decode_all's peak over `words` words in batches of batch_size × beam rows: each of its workers'
+// (decoding_workers) batch, and the copies of the model (`parameters` f32 each) of all but one.
+double all_decoding_bytes(const ModelConfig& c, int64_t parameters, int64_t words, int64_t batch_size, int64_t beam,
+                          int64_t longest_word, int64_t max_extra);
 
 // Refuses decoding `sources` in batches of `batch_size` words × `beam` rows that would not fit
 // (tasks::check_memory_quietly), before decoding; `batch_setting` names the batch in the message.
-void check_decoding_memory(const std::string& command, const ModelConfig& c, const std::vector<Ids>& sources,
+void check_decoding_memory(const std::string& command, const G2PTransformer& model, const std::vector<Ids>& sources,
                            int64_t beam, int64_t max_extra, int64_t batch_size, const std::string& batch_setting,
                            int64_t max_memory_mb);
 

@@ -97,7 +97,7 @@ std::vector<Pronounced> Pronouncer::pronounce_encoded(const std::vector<std::str
                                                       const std::vector<Ids>& sources,
                                                       const PronounceOptions& options) {
   AG_CHECK(words.size() == sources.size(), "Pronouncer: {} words but {} encoded sources", words.size(), sources.size());
-  check_decoding_memory("predict", model_->config, sources, options.beam, max_extra_, options.batch_size,
+  check_decoding_memory("predict", *model_, sources, options.beam, max_extra_, options.batch_size,
                         fmt::format("{} words at once", options.batch_size), options.max_memory_mb);
   const std::vector<Ids> outputs =
       decode_all(*model_, sources, {.beam = options.beam, .max_extra = max_extra_}, options.batch_size);

@@ -209,7 +209,10 @@ tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c,
                                        o.training.batch_size, longest_source, longest_target, c.transformer.d_model,
                                        c.transformer.dim_feedforward, c.transformer.nhead,
                                        c.transformer.num_encoder_layers, c.transformer.num_decoder_layers),
-          .eval_bytes = decoding_bytes(c, o.eval_batch_size * o.beam, longest_word, o.max_extra),
+          .eval_bytes = std::max(all_decoding_bytes(c, parameters, static_cast<int64_t>(validation.sources.size()),
+                                                    o.eval_batch_size, o.beam, longest_word, o.max_extra),
+                                 all_decoding_bytes(c, parameters, static_cast<int64_t>(test.sources.size()),
+                                                    o.eval_batch_size, o.beam, longest_word, o.max_extra)),
           .eval_settings = fmt::format("--eval-batch-size {} x --beam {} words of up to {} letters", o.eval_batch_size,
                                        o.beam, longest_word)};
 }

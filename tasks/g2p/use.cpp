@@ -171,9 +171,8 @@ int eval(const EvalOptions& options) {
   const EvalSet set = eval_set(lexicon, split, pronouncer.source_symbols(), pronouncer.target_symbols(), 0);
   AG_CHECK(!set.words.empty(), "{}: its {} split is empty", lexicon.path, options.split);
   G2PTransformer& model = pronouncer.model();
-  check_decoding_memory("eval", model.config, set.sources, options.beam, pronouncer.max_extra(),
-                        options.eval_batch_size, fmt::format("--eval-batch-size {}", options.eval_batch_size),
-                        options.max_memory_mb);
+  check_decoding_memory("eval", model, set.sources, options.beam, pronouncer.max_extra(), options.eval_batch_size,
+                        fmt::format("--eval-batch-size {}", options.eval_batch_size), options.max_memory_mb);
   const Decoded decoded =
       decode_timed(model, set.sources, options.beam, pronouncer.max_extra(), options.eval_batch_size);
   const std::string decoder = options.beam > 1 ? fmt::format("beam {}", options.beam) : "greedy";

@@ -1,12 +1,15 @@
 // The G2P task's model, decoding and schedule (the data and metrics: g2p_data_test.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numbers>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
+#include "engine/kernels/bf16.h"
 #include "engine/ops/shape.h"
 #include "engine/threads.h"
 #include "nn/checkpoint.h"
@@ -170,6 +173,42 @@ TEST(G2PDecode, BatchesAndOrderDoNotChangeTheResult) {
   std::vector<Ids> one_by_one;
   for (const Ids& s : sources) one_by_one.push_back(decode_batch(model, {s}, {.max_extra = 4})[0]);
   EXPECT_EQ(decode_all(model, sources, {.max_extra = 4}, 7), one_by_one);
+}
+
+// With two threads decode_all gives whole batches to two workers (the second with a copy of the
+// model), each on one OpenMP thread: the same outputs as one thread, greedy and beam, in f32 and
+// under autocast; progress counted up to every word; no draw from the default generator; the
+// caller's thread count back; and a failing batch's error rethrown on the caller's thread.
+TEST(G2PDecode, TwoThreadsDecodeAsOne) {
+  const auto owner = sharpened_model(9);
+  G2PTransformer& model = *owner;
+  const std::vector<Ids> sources = random_sources(61, 23);
+  const int threads = get_num_threads();
+  for (const bool bf16 : {false, true}) {
+    if (bf16 && !cpu_has_avx512_bf16()) continue;  // autocast needs AVX512_BF16
+    const AutocastGuard autocast(bf16);
+    for (const int64_t beam : {1, 3}) {
+      set_num_threads(1);
+      const std::vector<Ids> one = decode_all(model, sources, {.beam = beam, .max_extra = 4}, 8);
+      set_num_threads(2);
+      const uint64_t before = default_generator().state().counter;
+      std::vector<int64_t> progress;
+      const std::vector<Ids> two =
+          decode_all(model, sources, {.beam = beam, .max_extra = 4}, 8, [&](int64_t n) { progress.push_back(n); });
+      EXPECT_EQ(two, one) << "beam " << beam << (bf16 ? " bf16" : " f32");
+      EXPECT_EQ(default_generator().state().counter, before);
+      EXPECT_EQ(get_num_threads(), 2);
+      ASSERT_EQ(progress.size(), 8u);
+      EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+      EXPECT_EQ(progress.back(), 61);
+    }
+  }
+  std::vector<Ids> too_long = sources;
+  too_long.push_back(Ids(70, 1));  // sorted last: the last batch fails
+  set_num_threads(2);
+  expect_error([&] { decode_all(model, too_long, {.max_extra = 4}, 8); }, {"70 tokens", "64 positions"});
+  EXPECT_EQ(get_num_threads(), 2);
+  set_num_threads(threads);
 }
 
 TEST(G2PDecode, StopsAtTheLengthLimit) {
