@@ -113,10 +113,12 @@ TEST(G2PModel, ThePresetsBuildFromTheirCheckpointsWithinTheMemoryBudget) {
   EXPECT_NO_THROW(nn::build_from_config(checkpoint, path, [&] { return std::make_unique<G2PTransformer>(config); }));
 }
 
+// 70 words: the cache's 70 rows shrink to 64 and 32 as words finish (Stepper's kRowQuantum), finished
+// rows decoded beside the live ones until then.
 TEST(G2PDecode, CachedDecodingEqualsRecomputationTokenForToken) {
   const auto owner = sharpened_model(5);
   G2PTransformer& model = *owner;
-  const std::vector<Ids> sources = random_sources(16, 11);
+  const std::vector<Ids> sources = random_sources(70, 11);
   for (const int64_t beam : {1, 3}) {
     const std::vector<Ids> cached = decode_batch(model, sources, {.beam = beam, .max_extra = 4});
     const std::vector<Ids> recomputed =
@@ -124,7 +126,7 @@ TEST(G2PDecode, CachedDecodingEqualsRecomputationTokenForToken) {
     EXPECT_EQ(cached, recomputed) << "beam " << beam;
     int64_t tokens = 0;
     for (const Ids& ids : cached) tokens += static_cast<int64_t>(ids.size());
-    EXPECT_GT(tokens, 16) << "the outputs should not be all empty";
+    EXPECT_GT(tokens, 70) << "the outputs should not be all empty";
   }
 }
 
