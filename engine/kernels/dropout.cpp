@@ -14,10 +14,8 @@ namespace {
 
 uint64_t first_kept(double p) { return static_cast<uint64_t>(std::ceil(std::ldexp(p, 53))); }  // ⌈p·2⁵³⌉
 
-template <typename T>
-[[gnu::always_inline]] inline T draw(uint64_t counter, int64_t i, uint64_t kept_from, T scale) {
-  const uint64_t bits = Generator::mix(counter + static_cast<uint64_t>(i + 1) * Generator::kIncrement);
-  return (bits >> 11) >= kept_from ? scale : T(0);
+[[gnu::always_inline]] inline bool kept(uint64_t counter, int64_t i, uint64_t kept_from) {
+  return (Generator::mix(counter + static_cast<uint64_t>(i + 1) * Generator::kIncrement) >> 11) >= kept_from;
 }
 
 // One loop per case, so each vectorises without a branch inside.
@@ -26,24 +24,25 @@ template <typename T>
                                               int64_t n, const DropoutApply<T>* apply) {
   if (apply == nullptr) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) mask[i] = draw(counter, i, kept_from, scale);
+    for (int64_t i = 0; i < n; ++i) mask[i] = kept(counter, i, kept_from) ? scale : T(0);
     return;
   }
   const T* __restrict x = apply->x;
   T* __restrict out = apply->out;
+  bool* __restrict keep = apply->keep;
   if (apply->residual == nullptr) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
-      mask[i] = draw(counter, i, kept_from, scale);
-      out[i] = x[i] * mask[i];
+      keep[i] = kept(counter, i, kept_from);
+      out[i] = x[i] * (keep[i] ? scale : T(0));
     }
     return;
   }
   const T* __restrict residual = apply->residual;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    mask[i] = draw(counter, i, kept_from, scale);
-    out[i] = residual[i] + x[i] * mask[i];
+    keep[i] = kept(counter, i, kept_from);
+    out[i] = residual[i] + x[i] * (keep[i] ? scale : T(0));
   }
 }
 
@@ -55,6 +54,28 @@ template <typename T>
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void mask_range_f64(
     uint64_t counter, uint64_t kept_from, double scale, double* mask, int64_t n, const DropoutApply<double>* apply) {
   mask_range(counter, kept_from, scale, mask, n, apply);
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void backward_range(const T* __restrict grad, const bool* keep_flags, T scale,
+                                                  T* __restrict out, int64_t n) {
+  const auto* __restrict keep = reinterpret_cast<const uint8_t*>(keep_flags);  // bytes vectorise, bools do not
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * (static_cast<T>(keep[i]) * scale);
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void backward_range_f32(const float* grad,
+                                                                                            const bool* keep,
+                                                                                            float scale, float* out,
+                                                                                            int64_t n) {
+  backward_range(grad, keep, scale, out, n);
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void backward_range_f64(const double* grad,
+                                                                                            const bool* keep,
+                                                                                            double scale, double* out,
+                                                                                            int64_t n) {
+  backward_range(grad, keep, scale, out, n);
 }
 
 // The attention weights (heads, queries, keys) of one example: weight (h, i, j) from draw
@@ -95,6 +116,14 @@ void attention_dropout_mask_row(uint64_t counter, double p, double scale, double
   attention_mask_f64(counter, first_kept(p), scale, out, heads, queries, keys);
 }
 
+void dropout_backward_row(const float* grad, const bool* keep, float scale, float* out, int64_t n) {
+  backward_range_f32(grad, keep, scale, out, n);
+}
+
+void dropout_backward_row(const double* grad, const bool* keep, double scale, double* out, int64_t n) {
+  backward_range_f64(grad, keep, scale, out, n);
+}
+
 void dropout_mask_row(uint64_t counter, double p, float scale, float* mask, int64_t n,
                       const DropoutApply<float>* apply) {
   mask_range_f32(counter, first_kept(p), scale, mask, n, apply);
@@ -132,11 +161,13 @@ enum class RowLayout {
   attention,  // attention weights (B, H, T, S): kernels::attention_draw, any T and S
 };
 
-// What draw_mask applies its mask to in the same pass, if anything (apply_dropout).
+// What draw_mask applies its mask to in the same pass, if anything (apply_dropout), and where it
+// puts the results.
 struct ApplyTo {
   const Tensor* x = nullptr;
   const Tensor* residual = nullptr;  // may be undefined
   Tensor* out = nullptr;
+  Tensor* keep = nullptr;
 };
 
 // Element operations a draw costs, for parallel_for's grain.
@@ -146,6 +177,7 @@ constexpr int64_t kDrawCost = 16;
 // row-major order, so a seed gives the same mask on every machine and thread count; in a step (a
 // BatchShardGuard), each row of the global batch from a stream of its own (engine/generator.h).
 // Each element's draw depends on its place alone, so the threads may split the work anywhere.
+// Returns the mask, or, applying it (apply.x set), nothing: apply's out and keep are set.
 Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowLayout layout,
                  const ApplyTo& apply = {}) {
   if (TorchGenerator* torch = gen.torch()) {
@@ -154,7 +186,8 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
     AG_CHECK(apply.x == nullptr, "dropout: PyTorch's generator draws the mask alone (apply it with mul)");
     return torch_dropout_mask(shape, dtype, p, *torch);
   }
-  Tensor mask = empty(shape, dtype);
+  const int64_t count = numel(shape);
+  Tensor mask = apply.x ? Tensor() : empty(shape, dtype);
   BatchShardGuard* batch = current_batch_shard();
   if (batch) batch->will_draw(gen);
   const BatchShard* shard = batch ? &batch->shard() : nullptr;
@@ -162,7 +195,7 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
            "dropout in a data-parallel step: expected a batch-major tensor whose first dimension is the shard's {} "
            "rows, got shape {}",
            shard ? shard->rows : 0, shape_str(shape));
-  const int64_t rows = shard ? shard->rows : 1, per_row = rows > 0 ? mask.numel() / rows : 0;
+  const int64_t rows = shard ? shard->rows : 1, per_row = rows > 0 ? count / rows : 0;
   const bool by_place = shard && layout == RowLayout::attention;
   const double draws_per_row = by_place ? static_cast<double>(shape[1]) * std::pow(std::max(shape[2], shape[3]), 2.0)
                                         : static_cast<double>(per_row);
@@ -174,10 +207,10 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
     const uint64_t row_start = shard ? static_cast<uint64_t>(shard->first + row) * kDrawsPerRow : 0;
     return start + row_start * Generator::kIncrement;
   };
-  if (apply.out) *apply.out = empty(shape, dtype);
+  if (apply.x) *apply.out = empty(shape, dtype), *apply.keep = empty(shape, DType::b8);
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
     const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
-    T* masks = mask.data<T>();
+    T* masks = apply.x ? nullptr : mask.data<T>();
     if (by_place) {
       parallel_for(rows, per_row * kDrawCost, [&](int64_t row) {
         kernels::attention_dropout_mask_row(row_counter(row), p, scale, masks + row * per_row, shape[1], shape[2],
@@ -185,20 +218,25 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
       });
       return;
     }
-    parallel_for_ranges(mask.numel(), kDrawCost, [&](int64_t begin, int64_t end) {
+    parallel_for_ranges(count, kDrawCost, [&](int64_t begin, int64_t end) {
       for (int64_t at = begin; at < end;) {  // the range, cut where rows end
         const int64_t row = at / per_row, in_row = at % per_row, n = std::min(end - at, per_row - in_row);
         const uint64_t counter = row_counter(row) + static_cast<uint64_t>(in_row) * Generator::kIncrement;
-        const kernels::DropoutApply<T> to{
-            .x = apply.x ? apply.x->data<T>() + at : nullptr,
-            .residual = apply.x && apply.residual->defined() ? apply.residual->data<T>() + at : nullptr,
-            .out = apply.out ? apply.out->data<T>() + at : nullptr};
-        kernels::dropout_mask_row(counter, p, scale, masks + at, n, apply.x ? &to : nullptr);
+        if (!apply.x) {
+          kernels::dropout_mask_row(counter, p, scale, masks + at, n);
+        } else {
+          const kernels::DropoutApply<T> to{
+              .x = apply.x->data<T>() + at,
+              .residual = apply.residual->defined() ? apply.residual->data<T>() + at : nullptr,
+              .out = apply.out->data<T>() + at,
+              .keep = apply.keep->data<bool>() + at};
+          kernels::dropout_mask_row(counter, p, scale, nullptr, n, &to);
+        }
         at += n;
       }
     });
   });
-  gen.skip(shard ? static_cast<uint64_t>(shard->global_rows) * kDrawsPerRow : static_cast<uint64_t>(mask.numel()));
+  gen.skip(shard ? static_cast<uint64_t>(shard->global_rows) * kDrawsPerRow : static_cast<uint64_t>(count));
   return mask;
 }
 
@@ -213,9 +251,25 @@ AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, 
            "dropout: expected a residual of the input's shape {} and dtype {}, got {} {}", shape_str(x.shape()),
            dtype_name(x.dtype()), shape_str(residual.shape()), dtype_name(residual.dtype()));
   AppliedDropout result;
-  result.mask =
-      draw_mask(x.shape(), x.dtype(), p, gen, RowLayout::flat, {.x = &x, .residual = &residual, .out = &result.out});
+  draw_mask(x.shape(), x.dtype(), p, gen, RowLayout::flat,
+            {.x = &x, .residual = &residual, .out = &result.out, .keep = &result.keep});
   return result;
+}
+
+Tensor dropout_backward_data(const Tensor& grad, const Tensor& keep, double scale) {
+  AG_CHECK(keep.dtype() == DType::b8 && keep.shape() == grad.shape(),
+           "dropout_backward: expected a b8 keep mask of the gradient's shape {}, got {} {}", shape_str(grad.shape()),
+           dtype_name(keep.dtype()), shape_str(keep.shape()));
+  Tensor out = empty(grad.shape(), grad.dtype());
+  dispatch_floating(grad.dtype(), "dropout_backward", [&]<typename T>() {
+    const T* g = grad.data<T>();
+    const bool* k = keep.data<bool>();
+    T* o = out.data<T>();
+    parallel_for_ranges(grad.numel(), 2, [&](int64_t begin, int64_t end) {
+      kernels::dropout_backward_row(g + begin, k + begin, static_cast<T>(scale), o + begin, end - begin);
+    });
+  });
+  return out;
 }
 
 Tensor attention_dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {

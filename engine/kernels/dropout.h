@@ -13,18 +13,25 @@ namespace ag::kernels {
 // mask[i] = scale if draw i + 1 after `counter` (Generator::State::counter) is kept, else 0, where
 // a draw is kept when its uniform() >= p. Done with integers: uniform() is k·2⁻⁵³ for the draw's
 // top 53 bits k, and k·2⁻⁵³ >= p exactly when k >= ⌈p·2⁵³⌉.
-// Given `apply`, the mask is used in the same pass: out[i] = x[i]·mask[i], plus residual[i] if
-// residual is not null (rounded as the separate mul and add would round it: no fused multiply-add).
+// Given `apply`, the mask is used in the same pass instead of written: keep[i] = whether draw i is
+// kept, out[i] = x[i]·mask[i], plus residual[i] if residual is not null (rounded as the separate mul
+// and add would round it: no fused multiply-add); `mask` may then be null.
 template <typename T>
 struct DropoutApply {
   const T* x;
   const T* residual;  // may be null
   T* out;
+  bool* keep;
 };
 void dropout_mask_row(uint64_t counter, double p, float scale, float* mask, int64_t n,
                       const DropoutApply<float>* apply = nullptr);
 void dropout_mask_row(uint64_t counter, double p, double scale, double* mask, int64_t n,
                       const DropoutApply<double>* apply = nullptr);
+
+// grad[i] · (keep[i] ? scale : 0): dropout's backward from its b8 keep mask, with the numbers of
+// grad ⊙ the scaled mask.
+void dropout_backward_row(const float* grad, const bool* keep, float scale, float* out, int64_t n);
+void dropout_backward_row(const double* grad, const bool* keep, double scale, double* out, int64_t n);
 
 // Where weight (h, i, j) of an example's attention weights (H, T, S) draws in the example's stream,
 // whatever T and S (so padding the queries or the keys leaves the real weights' draws): the pairs
@@ -50,12 +57,15 @@ namespace ag {
 // RngStyle::torch, PyTorch's bernoulli draws.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
 // out = x ⊙ mask (+ residual, of x's shape, if defined) with mask = dropout_mask(x.shape(),
-// x.dtype(), p, gen), drawn and applied in one pass. Not for PyTorch's generator (its draws are
-// sequential): draw its mask with dropout_mask and apply it with mul and add.
+// x.dtype(), p, gen), drawn and applied in one pass, and keep = mask ≠ 0 (b8), all the backward
+// needs (a quarter of an f32 mask's bytes). Not for PyTorch's generator (its draws are sequential):
+// draw its mask with dropout_mask and apply it with mul and add.
 struct AppliedDropout {
-  Tensor out, mask;
+  Tensor out, keep;
 };
 AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, Generator& gen);
+// grad ⊙ keep · scale (keep b8 of grad's shape), recording nothing: dropout's backward.
+Tensor dropout_backward_data(const Tensor& grad, const Tensor& keep, double scale);
 // The same for attention weights (B, H, T, S); in a data-parallel step, weight (h, i, j) of each row
 // draws at kernels::attention_draw, so its mask depends neither on the split nor on the padding.
 Tensor attention_dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);

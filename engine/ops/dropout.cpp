@@ -3,6 +3,7 @@
 #include "engine/ops/dropout.h"
 
 #include "engine/autograd.h"
+#include "engine/dtype.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dropout.h"
 #include "engine/ops/arithmetic.h"
@@ -17,27 +18,51 @@ void check_dropout_arguments(const Tensor& x, double p) {
   AG_CHECK(p >= 0 && p <= 1, "dropout: expected a probability p in [0, 1], got {}", p);
 }
 
-// out = x ⊙ mask, or residual + x ⊙ mask: one pass, or mul (and add) where the generator is
-// PyTorch's, whose draws cannot be split between threads.
+// out = x ⊙ mask, or residual + x ⊙ mask, and keep = mask ≠ 0: one pass, or mul (and add) where
+// the generator is PyTorch's, whose draws cannot be split between threads.
 AppliedDropout draw_and_apply(const Tensor& x, const Tensor& residual, double p, Generator& gen) {
   if (gen.torch() == nullptr) return apply_dropout(x, residual, p, gen);
   AppliedDropout dropped;
-  dropped.mask = dropout_mask(x.shape(), x.dtype(), p, gen);
-  dropped.out = mul(x, dropped.mask);
+  const Tensor mask = dropout_mask(x.shape(), x.dtype(), p, gen);
+  dropped.out = mul(x, mask);
   if (residual.defined()) dropped.out = add(residual, dropped.out);
+  dropped.keep = gt(mask, 0.0);
   return dropped;
+}
+
+// The scale the mask's kept elements hold, as dropout_mask rounds it in x's dtype (in PyTorch's
+// style 1/(1 − p) is divided in the dtype, in attograd's in double); 0 for p = 1.
+double mask_scale(const Tensor& x, double p, Generator& gen) {
+  if (p == 1) return 0;
+  double scale = 0;
+  dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
+    scale = static_cast<double>(gen.torch() ? T(1) / static_cast<T>(1 - p) : static_cast<T>(1.0 / (1.0 - p)));
+  });
+  return scale;
 }
 
 }  // namespace
 
+Tensor dropout_backward(const Tensor& grad, const Tensor& keep, double scale) {
+  check_floating("dropout_backward", "grad", grad);
+  Tensor dx = dropout_backward_data(grad, keep, scale);
+  record(dx, {"DropoutBackwardBackward", {.formula = "dx = g ⊙ keep · scale  →  dg = u ⊙ keep · scale"}}, {grad},
+         {keep}, [scale](const BackwardContext& c) {
+           // dx = grad * keep * scale  →  dgrad = u * keep * scale
+           return std::vector<Tensor>{dropout_backward(c.grad, c.saved[0], scale)};
+         });
+  return dx;
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_dropout_arguments(x, p);
   if (!training || p == 0) return x;  // no draw from gen, no node
-  auto [out, mask] = draw_and_apply(x.detach(), Tensor(), p, gen);
-  record(out, {"DropoutBackward", {.formula = "out = x ⊙ mask (mask: 0 or 1/(1 − p))  →  dx = g ⊙ mask"}}, {x}, {mask},
-         [](const BackwardContext& c) {
-           // out = x * mask  →  dx = g * mask
-           return std::vector<Tensor>{mul(c.grad, c.saved[0])};
+  const double scale = mask_scale(x, p, gen);
+  auto [out, keep] = draw_and_apply(x.detach(), Tensor(), p, gen);
+  record(out, {"DropoutBackward", {.formula = "out = x ⊙ keep · scale (scale = 1/(1 − p))  →  dx = g ⊙ keep · scale"}},
+         {x}, {keep}, [scale](const BackwardContext& c) {
+           // out = x * keep * scale  →  dx = g * keep * scale
+           return std::vector<Tensor>{dropout_backward(c.grad, c.saved[0], scale)};
          });
   return out;
 }
@@ -46,12 +71,14 @@ Tensor add_dropout(const Tensor& residual, const Tensor& x, double p, bool train
   check_dropout_arguments(x, p);
   if (!training || p == 0 || residual.shape() != x.shape() || residual.dtype() != x.dtype())
     return add(residual, dropout(x, p, training, gen));
-  auto [out, mask] = draw_and_apply(x.detach(), residual.detach(), p, gen);
+  const double scale = mask_scale(x, p, gen);
+  auto [out, keep] = draw_and_apply(x.detach(), residual.detach(), p, gen);
   record(out,
-         {"AddDropoutBackward", {.formula = "out = r + x ⊙ mask (mask: 0 or 1/(1 − p))  →  dr = g, dx = g ⊙ mask"}},
-         {residual, x}, {mask}, [](const BackwardContext& c) {
-           // out = residual + x * mask  →  dresidual = g, dx = g * mask
-           return std::vector<Tensor>{c.grad, c.needs_grad[1] ? mul(c.grad, c.saved[0]) : Tensor()};
+         {"AddDropoutBackward",
+          {.formula = "out = r + x ⊙ keep · scale (scale = 1/(1 − p))  →  dr = g, dx = g ⊙ keep · scale"}},
+         {residual, x}, {keep}, [scale](const BackwardContext& c) {
+           // out = residual + x * keep * scale  →  dresidual = g, dx = g * keep * scale
+           return std::vector<Tensor>{c.grad, c.needs_grad[1] ? dropout_backward(c.grad, c.saved[0], scale) : Tensor()};
          });
   return out;
 }
@@ -79,6 +106,16 @@ void register_dropout_ops(Registry& registry) {
                 .shape_sets = {{{3, 4}, {3, 4}}, {{2, 3, 5}, {2, 3, 5}}, {{}, {}}, {{3, 4}, {4}}},
                 .differs_from_pytorch = "no PyTorch op: residual + dropout(x), whose masks come from attograd's "
                                         "Generator"});
+  registry.add({.name = "dropout_backward",
+                .fn =
+                    [](const auto& in) {
+                      Generator gen(5);
+                      const Tensor keep = gt(dropout_mask(in[0].shape(), in[0].dtype(), 0.3, gen), 0.0);
+                      return dropout_backward(in[0], keep, 1 / 0.7);
+                    },
+                .make_inputs = real_inputs(),
+                .shape_sets = {{{3, 4}}, {{2, 3, 5}}, {{1}}, {{}}},
+                .differs_from_pytorch = "native_dropout_backward(grad, mask, scale), here with attograd's masks"});
   registry.add({"dropout_p1",
                 [](const auto& in) {
                   Generator gen(5);

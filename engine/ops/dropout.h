@@ -11,5 +11,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = defaul
 // the same numbers as the two ops (the same draws from gen, the same roundings).
 Tensor add_dropout(const Tensor& residual, const Tensor& x, double p, bool training,
                    Generator& gen = default_generator());
+// dropout's backward: grad ⊙ keep · scale, keep the b8 mask of the kept elements (PyTorch's
+// native_dropout_backward); differentiable again (its derivative is itself).
+Tensor dropout_backward(const Tensor& grad, const Tensor& keep, double scale);
 
 }  // namespace ag

@@ -494,6 +494,24 @@ TEST(Dropout, AddDropoutIsAddOfDropoutBitForBit) {
   expect_error([&] { add_dropout(x, zeros({3}, DType::i64), 0.5, true, gen); }, {"dropout", "i64", "floating"});
 }
 
+// The backward keeps a b8 mask of the kept elements (dropout_backward); its gradient is, bit for bit,
+// g ⊙ the scaled mask dropout_mask draws from the same seed, in both styles (PyTorch's divides the
+// scale in the dtype), with p = 1, and on a tensor the threads split.
+TEST(Dropout, GradientIsGradTimesTheScaledMaskBitForBit) {
+  for (const DType dtype : {DType::f32, f64})
+    for (const RngStyle style : {RngStyle::attograd, RngStyle::torch})
+      for (const double p : {0.1, 0.3, 1.0})
+        for (const int64_t n : {17, 5001}) {
+          const Tensor g = randn({n}, dtype);
+          Tensor x = randn({n}, dtype).requires_grad_();
+          Generator a(21, style), b(21, style);
+          dropout(x, p, true, a).backward(g);
+          const Tensor expected = mul(g, dropout_mask({n}, dtype, p, b));
+          EXPECT_EQ(x.grad().to_vector(), expected.to_vector())
+              << dtype_name(dtype) << (style == RngStyle::torch ? " torch" : "") << " p " << p << " n " << n;
+        }
+}
+
 TEST(Dropout, RejectsBadArguments) {
   Tensor x = zeros({3});
   Generator gen(0);
