@@ -148,7 +148,7 @@ Tensor torch_dropout_mask(const Shape& shape, DType dtype, double p, TorchGenera
   std::unique_ptr<bool[]> keep(new bool[mask.numel()]);
   torch.fill_bernoulli(keep.get(), mask.numel(), 1 - p);
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
-    const T scale = T(1) / static_cast<T>(1 - p);
+    const auto scale = static_cast<T>(dropout_scale(dtype, p, RngStyle::torch));
     T* out = mask.data<T>();
     for (int64_t i = 0; i < mask.numel(); ++i) out[i] = keep[i] ? scale : T(0);
   });
@@ -209,7 +209,7 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
   };
   if (apply.x) *apply.out = empty(shape, dtype), *apply.keep = empty(shape, DType::b8);
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
-    const T scale = p == 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
+    const auto scale = static_cast<T>(dropout_scale(dtype, p, RngStyle::attograd));
     T* masks = apply.x ? nullptr : mask.data<T>();
     if (by_place) {
       parallel_for(rows, per_row * kDrawCost, [&](int64_t row) {
@@ -241,6 +241,16 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
 }
 
 }  // namespace
+
+double dropout_scale(DType dtype, double p, RngStyle style) {
+  if (p == 1) return 0;
+  double scale = 0;
+  dispatch_floating(dtype, "dropout", [&]<typename T>() {
+    scale =
+        static_cast<double>(style == RngStyle::torch ? T(1) / static_cast<T>(1 - p) : static_cast<T>(1.0 / (1.0 - p)));
+  });
+  return scale;
+}
 
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   return draw_mask(shape, dtype, p, gen, RowLayout::flat);

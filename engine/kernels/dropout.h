@@ -56,6 +56,9 @@ namespace ag {
 // own stream, so only the dimension after the batch's may be padded: (B, T, D)); with
 // RngStyle::torch, PyTorch's bernoulli draws.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
+// What a kept element's mask holds: 1/(1 − p) in the dtype (PyTorch's style divides in the dtype,
+// attograd's in double and rounds), 0 for p = 1.
+double dropout_scale(DType dtype, double p, RngStyle style);
 // out = x ⊙ mask (+ residual, of x's shape, if defined) with mask = dropout_mask(x.shape(),
 // x.dtype(), p, gen), drawn and applied in one pass, and keep = mask ≠ 0 (b8), all the backward
 // needs (a quarter of an f32 mask's bytes). Not for PyTorch's generator (its draws are sequential):

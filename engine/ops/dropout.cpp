@@ -3,7 +3,6 @@
 #include "engine/ops/dropout.h"
 
 #include "engine/autograd.h"
-#include "engine/dtype.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dropout.h"
 #include "engine/ops/arithmetic.h"
@@ -30,17 +29,6 @@ AppliedDropout draw_and_apply(const Tensor& x, const Tensor& residual, double p,
   return dropped;
 }
 
-// The scale the mask's kept elements hold, as dropout_mask rounds it in x's dtype (in PyTorch's
-// style 1/(1 − p) is divided in the dtype, in attograd's in double); 0 for p = 1.
-double mask_scale(const Tensor& x, double p, Generator& gen) {
-  if (p == 1) return 0;
-  double scale = 0;
-  dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
-    scale = static_cast<double>(gen.torch() ? T(1) / static_cast<T>(1 - p) : static_cast<T>(1.0 / (1.0 - p)));
-  });
-  return scale;
-}
-
 }  // namespace
 
 Tensor dropout_backward(const Tensor& grad, const Tensor& keep, double scale) {
@@ -57,7 +45,7 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& keep, double scale) {
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_dropout_arguments(x, p);
   if (!training || p == 0) return x;  // no draw from gen, no node
-  const double scale = mask_scale(x, p, gen);
+  const double scale = dropout_scale(x.dtype(), p, gen.style());
   auto [out, keep] = draw_and_apply(x.detach(), Tensor(), p, gen);
   record(out, {"DropoutBackward", {.formula = "out = x ⊙ keep · scale (scale = 1/(1 − p))  →  dx = g ⊙ keep · scale"}},
          {x}, {keep}, [scale](const BackwardContext& c) {
@@ -71,7 +59,7 @@ Tensor add_dropout(const Tensor& residual, const Tensor& x, double p, bool train
   check_dropout_arguments(x, p);
   if (!training || p == 0 || residual.shape() != x.shape() || residual.dtype() != x.dtype())
     return add(residual, dropout(x, p, training, gen));
-  const double scale = mask_scale(x, p, gen);
+  const double scale = dropout_scale(x.dtype(), p, gen.style());
   auto [out, keep] = draw_and_apply(x.detach(), residual.detach(), p, gen);
   record(out,
          {"AddDropoutBackward",
