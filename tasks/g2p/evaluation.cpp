@@ -84,6 +84,9 @@ std::string report_of(const std::string& title, G2PTransformer& model, const Eva
   return report_svg(data);
 }
 
+namespace {
+
+// One batch's decoding peak: `rows` (words × beam) of up to `longest_word` letters.
 double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, int64_t max_extra) {
   const auto R = static_cast<double>(rows), W = static_cast<double>(longest_word),
              steps = W + static_cast<double>(max_extra) + 1, D = static_cast<double>(c.transformer.d_model),
@@ -92,6 +95,8 @@ double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, 
   return 4 * std::max(R * D * (W * (1 + 2 * Ld) + 3 * Ld * steps),   // memory, caches
                       R * (6 * W * D + 2 * W * F + 2 * H * W * W));  // one encoder layer
 }
+
+}  // namespace
 
 double all_decoding_bytes(const ModelConfig& c, int64_t parameters, int64_t words, int64_t batch_size, int64_t beam,
                           int64_t longest_word, int64_t max_extra) {

@@ -45,11 +45,10 @@ void print_confusions(const std::vector<Ids>& predictions, const std::vector<std
 std::string report_of(const std::string& title, G2PTransformer& model, const EvalSet& test,
                       const std::vector<Ids>& predictions, const Symbols& source, const Symbols& target);
 
-// Decoding's peak, in bytes: `rows` (words × beam) of up to `longest_word` letters and max_extra more
-// phonemes than letters (Note [memory estimate] in train.cpp).
-double decoding_bytes(const ModelConfig& c, int64_t rows, int64_t longest_word, int64_t max_extra);
-// decode_all's peak over `words` words in batches of batch_size × beam rows: each of its workers'
-// (decoding_workers) batch, and the copies of the model (`parameters` f32 each) of all but one.
+// decode_all's peak, in bytes, over `words` words of up to `longest_word` letters (and max_extra more
+// phonemes than letters) in batches of batch_size × beam rows: each of its workers' (decoding_workers)
+// batch (Note [memory estimate] in train.cpp), and the copies of the model (`parameters` f32 each)
+// of all but one.
 double all_decoding_bytes(const ModelConfig& c, int64_t parameters, int64_t words, int64_t batch_size, int64_t beam,
                           int64_t longest_word, int64_t max_extra);
 
