@@ -177,16 +177,20 @@ Tensor apply_hooks(const std::vector<TensorHook>& hooks, Tensor grad, std::strin
   return grad;
 }
 
-void accumulate_into_leaf(const Node& accumulator, Tensor grad, bool create_graph) {
+// observed: the walk's observer holds one more handle to grad, to read it once this returns.
+void accumulate_into_leaf(const Node& accumulator, Tensor grad, bool create_graph, bool observed) {
   std::shared_ptr<TensorImpl> leaf = accumulator.leaf.lock();
   if (!leaf) return;  // the leaf is gone; nobody can read its gradient
   grad = apply_hooks(leaf->hooks, std::move(grad), "a leaf tensor");
+  // The leaf owns its gradient. Taken as it is when nothing else holds it or its memory (the usual
+  // case: an op made it for this leaf alone; PyTorch's AccumulateGrad steals it too), else copied:
+  // the same gradient may reach other leaves, or a hook may have kept it. An observer's handle
+  // counts as nobody's unless a post-accumulate hook could change the gradient before it reads it.
+  const bool observer_only_reads = observed && leaf->post_accumulate_hooks.empty();
+  const bool sole_owner =
+      grad.impl_ptr().use_count() == (observer_only_reads ? 2 : 1) && grad.impl()->storage.use_count() == 1;
   if (!create_graph) grad = grad.detach();
   if (!leaf->grad.defined()) {
-    // The leaf owns its gradient. Taken as it is when nothing else holds its memory (the usual
-    // case: an op made it for this leaf alone; PyTorch's AccumulateGrad steals it too), else
-    // copied: the same gradient may reach other leaves, or a hook may have kept it.
-    const bool sole_owner = grad.impl()->storage.use_count() == 1;
     leaf->grad = create_graph || sole_owner ? grad : clone(grad);
   } else {
     leaf->grad = add(leaf->grad, grad);
@@ -323,7 +327,8 @@ void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bo
       }
       if (!node->backward) {
         // Moved unless the trace still reads it, so the leaf can take the gradient's memory.
-        if (capture == nullptr) accumulate_into_leaf(*node, observer ? Tensor(grad) : std::move(grad), create_graph);
+        if (capture == nullptr)
+          accumulate_into_leaf(*node, observer ? Tensor(grad) : std::move(grad), create_graph, observer != nullptr);
         if (observer != nullptr) observer->node_ran(*node, grad, {}, seconds_since(start));
         continue;
       }

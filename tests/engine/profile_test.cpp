@@ -51,5 +51,25 @@ TEST(Profiler, CountsEachOpAndTheProductsFlops) {
   EXPECT_EQ(backward_observer(), nullptr);
 }
 
+// Profiling does not change what the walk does: a leaf takes the gradient an op made for it alone
+// (no copy, nothing allocated under AccumulateGrad), and one gradient reaching two leaves is still
+// copied for the second, so their .grad never share memory.
+TEST(Profiler, LeavesTakeTheirGradientsAsWithoutIt) {
+  const Tensor x = ones({64, 32}), w = ones({16, 32}).requires_grad_(), b = ones({16}).requires_grad_();
+  const Tensor u = ones({8}).requires_grad_(), v = ones({8}).requires_grad_();
+  std::map<std::string, Profiler::Row> rows;
+  {
+    Profiler profiler;
+    sum(linear(x, w, b)).backward();
+    rows = rows_by_op(profiler);
+    sum(mul(add(u, v), 2.0)).backward();  // AddBackward sends one gradient to both
+  }
+  EXPECT_EQ(rows.at("AccumulateGrad").calls, 2);
+  EXPECT_EQ(rows.at("AccumulateGrad").bytes_allocated, 0);
+  EXPECT_NE(u.grad().raw_data(), v.grad().raw_data());
+  EXPECT_EQ(u.grad().data<float>()[0], 2.0f);
+  EXPECT_EQ(v.grad().data<float>()[0], 2.0f);
+}
+
 }  // namespace
 }  // namespace ag
