@@ -8,6 +8,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernels/optim.h"
+#include "engine/kernels/parallel.h"
 #include "engine/kernels/reduce.h"
 
 namespace ag::nn {
@@ -229,29 +230,44 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   AG_CHECK(norm_type >= 1, "clip_grad_norm: norm_type must be a p >= 1 or INFINITY, got {}", norm_type);
   AG_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be non-negative, got {}", max_norm);
   const bool infinity = std::isinf(norm_type);
-  double total = 0;
+  int64_t elements = 0;
   for (const Tensor& p : params) {
     if (!p.grad().defined()) continue;
-    dispatch_floating(p.grad().dtype(), "clip_grad_norm", [&]<typename T>() {
-      const T* g = p.grad().template data<T>();
-      const int64_t n = p.grad().numel();
+    AG_CHECK(p.grad().dtype() == DType::f32 || p.grad().dtype() == DType::f64,
+             "clip_grad_norm: expected f32 or f64 gradients, got a {} one of shape {}", dtype_name(p.grad().dtype()),
+             shape_str(p.grad().shape()));
+    elements += p.grad().numel();
+  }
+  // Each gradient's Σ|g|^p (or max |g|) on its own, the gradients shared between threads, then
+  // added in the parameters' order: the same number for any thread count.
+  const auto count = static_cast<int64_t>(params.size());
+  const int64_t cost = elements / std::max<int64_t>(1, count);  // elements per gradient
+  std::vector<double> partials(params.size(), 0.0);
+  parallel_for(count, cost, [&](int64_t i) {
+    const Tensor& grad = params[static_cast<size_t>(i)].grad();
+    if (!grad.defined()) return;
+    double& partial = partials[static_cast<size_t>(i)];
+    dispatch_floating(grad.dtype(), "clip_grad_norm", [&]<typename T>() {
+      const T* g = grad.template data<T>();
+      const int64_t n = grad.numel();
       if (norm_type == 2) {  // the common case, without a pow per element, vectorised
-        total += sum_in_lanes(g, n, [](double v) { return v * v; });
+        partial = sum_in_lanes(g, n, [](double v) { return v * v; });
         return;
       }
-      for (int64_t i = 0; i < n; ++i) {
-        const double magnitude = std::abs(static_cast<double>(g[i]));
-        total = infinity ? std::max(total, magnitude) : total + std::pow(magnitude, norm_type);
+      for (int64_t k = 0; k < n; ++k) {
+        const double magnitude = std::abs(static_cast<double>(g[k]));
+        partial = infinity ? std::max(partial, magnitude) : partial + std::pow(magnitude, norm_type);
       }
     });
-  }
+  });
+  double total = 0;
+  for (const double partial : partials) total = infinity ? std::max(total, partial) : total + partial;
   if (!infinity) total = std::pow(total, 1 / norm_type);
   const double coefficient = max_norm / (total + 1e-6);
-  if (coefficient < 1) {
-    NoGradGuard no_grad;
-    for (const Tensor& p : params)
-      if (p.grad().defined()) Tensor(p.grad()).mul_(coefficient);
-  }
+  if (coefficient < 1)  // each gradient scaled by the thread that summed it (the same schedule): in its cache
+    parallel_for(count, cost, [&](int64_t i) {
+      if (const Tensor& grad = params[static_cast<size_t>(i)].grad(); grad.defined()) Tensor(grad).mul_(coefficient);
+    });
   return total;
 }
 

@@ -1,5 +1,6 @@
 // Optimizers, gradient clipping and learning-rate schedules against PyTorch
-// (tools/golden/optim.py): every parameter after each of 10 steps, to f32 tolerance.
+// (tools/golden/optim.py): every parameter after each of 10 steps, to f32 tolerance; and
+// clip_grad_norm the same at any thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <memory>
 
 #include "engine/ops/arithmetic.h"
+#include "engine/threads.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/optim.h"
@@ -81,6 +83,43 @@ TEST(GoldenOptim, ClipGradNorm) {
       expect_close(params[i].grad(), golden[fmt::format("{}.clipped.{}", norm_name, i)],
                    fmt::format("clip_grad_norm {} gradient {}", norm_name, i));
   }
+}
+
+// Gradients big enough to be shared between threads (one parameter without a gradient among them):
+// the same bits at 1 and 2 threads, the norm that of an f64 sum, the gradients scaled to norm 1.
+TEST(ClipGradNorm, SameBitsAtOneAndTwoThreads) {
+  struct Clipped {
+    double total, unclipped_norm;
+    std::vector<Tensor> params;
+  };
+  const auto clip_with = [](int thread_count) {
+    set_num_threads(thread_count);
+    Generator gen(5);
+    Clipped c{0, 0, {}};
+    double sum = 0;
+    for (const int64_t n : {70000, 3, 0, 40000, 129}) {
+      c.params.push_back(zeros({n}).requires_grad_());
+      if (n == 0) continue;
+      c.params.back().set_grad(randn({n}, DType::f32, gen));
+      for (const double g : c.params.back().grad().to_vector()) sum += g * g;
+    }
+    c.unclipped_norm = std::sqrt(sum);
+    c.total = clip_grad_norm(c.params, 1.0, 2.0);
+    return c;
+  };
+  const int threads = get_num_threads();
+  const Clipped one = clip_with(1), two = clip_with(2);
+  set_num_threads(threads);
+  EXPECT_EQ(one.total, two.total);
+  EXPECT_NEAR(two.total, two.unclipped_norm, 1e-9 * two.unclipped_norm);
+  double sum = 0;
+  for (size_t i = 0; i < one.params.size(); ++i) {
+    ASSERT_EQ(one.params[i].grad().defined(), two.params[i].grad().defined());
+    if (!one.params[i].grad().defined()) continue;
+    EXPECT_EQ(one.params[i].grad().to_vector(), two.params[i].grad().to_vector()) << i;
+    for (const double g : two.params[i].grad().to_vector()) sum += g * g;
+  }
+  EXPECT_NEAR(std::sqrt(sum), 1.0, 1e-5);
 }
 
 // The lr the optimizer holds before each of the optimizer/scheduler steps.
