@@ -37,28 +37,24 @@ kernels::FlashProblem<F> flash_problem(const AttentionPlan& p, const Tensor& att
 }
 
 // scores (B, H, T, S) in place: -inf where causal (j > i), padded (key_padding_mask[b, j]) or a
-// b8 attn_mask is false; + attn_mask where it is additive.
+// b8 attn_mask is false; + attn_mask where it is additive. With find_empty_rows, returns (B, H, T, 1)
+// b8, true for the queries whose scores are then all -inf (Note [fully masked rows]), found in the
+// same pass; undefined when there are none (or when not asked).
 template <typename T>
-void apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+Tensor apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, const Tensor& key_padding_mask,
+                   bool find_empty_rows) {
   const kernels::FlashProblem<T> problem = flash_problem<T>(p, attn_mask, key_padding_mask);
-  parallel_for(p.B * p.H * p.T, p.S, [&](int64_t row) {
-    kernels::mask_scores(problem, scores + row * p.S, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, p.S);
+  const int64_t rows = p.B * p.H * p.T;
+  Tensor empty_rows = find_empty_rows ? empty({p.B, p.H, p.T, 1}, DType::b8) : Tensor();
+  bool* empty_row = find_empty_rows ? empty_rows.data<bool>() : nullptr;
+  parallel_for(rows, p.S, [&](int64_t row) {
+    T* s = scores + row * p.S;  // (S)
+    kernels::mask_scores(problem, s, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, p.S);
+    if (empty_row != nullptr)
+      empty_row[row] = std::all_of(s, s + p.S, [](T v) { return v == -std::numeric_limits<T>::infinity(); });
   });
-}
-
-// (B, H, T, 1) b8, true for the queries whose scores are all -inf (Note [fully masked rows]);
-// undefined when there are none.
-template <typename T>
-Tensor fully_masked_rows(const T* scores, const AttentionPlan& p) {
-  Tensor rows = zeros({p.B, p.H, p.T, 1}, DType::b8);
-  bool* empty_row = rows.data<bool>();
-  bool any = false;
-  for (int64_t row = 0; row < p.B * p.H * p.T; ++row) {
-    const T* s = scores + row * p.S;  // (S)
-    empty_row[row] = std::all_of(s, s + p.S, [](T v) { return v == -std::numeric_limits<T>::infinity(); });
-    any = any || empty_row[row];
-  }
-  return any ? rows : Tensor();
+  if (empty_row == nullptr || std::none_of(empty_row, empty_row + rows, [](bool e) { return e; })) return {};
+  return empty_rows;
 }
 
 }  // namespace
@@ -99,8 +95,7 @@ MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const Attentio
   Tensor empty_rows;                                                 // (B, H, T, 1)
   if (p.causal || attn_mask.defined() || key_padding_mask.defined())
     dispatch_floating(scores.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
-      apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask);
-      empty_rows = fully_masked_rows(scores.data<T>(), p);
+      empty_rows = apply_masks(scores.data<T>(), p, attn_mask, key_padding_mask, true);
     });
   Tensor weights = softmax_forward(scores, -1, false);  // (B, H, T, S)
   if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill_kernel(weights, empty_rows, 0.0);
@@ -111,7 +106,7 @@ MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const Attentio
 Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask) {
   Tensor mask = zeros({p.B, p.H, p.T, p.S}, dtype);
   dispatch_floating(dtype, "scaled_dot_product_attention",
-                    [&]<typename T>() { apply_masks(mask.data<T>(), p, attn_mask, key_padding_mask); });
+                    [&]<typename T>() { apply_masks(mask.data<T>(), p, attn_mask, key_padding_mask, false); });
   return mask;
 }
 
