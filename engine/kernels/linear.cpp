@@ -4,6 +4,7 @@
 #include "engine/kernels/linear.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "engine/kernels/bf16.h"
@@ -73,14 +74,41 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
 
 namespace {
 
-// One row's columns of linear_output_gradient: gz = g where out > 0 (or g), added to the f64 sums.
-[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void output_gradient_row(const float* g,
-                                                                                             const float* out,
-                                                                                             float* gz, double* sums,
-                                                                                             int64_t width) {
-  for (int64_t j = 0; j < width; ++j) gz[j] = out && !(out[j] > 0) ? 0.0f : g[j];
-  if (sums)
-    for (int64_t j = 0; j < width; ++j) sums[j] += gz[j];
+// One row's columns of linear_output_gradient in one loop: gz = g where out > 0 (or g), written as
+// the operand (rounded to bf16, or f32) and added to the f64 sums. A template per case, so each
+// loop is branch-free and vectorised.
+template <bool kRelu, bool kSums, typename Out>
+[[gnu::always_inline]] inline void output_gradient_row(const float* __restrict g, const float* __restrict out,
+                                                       Out* __restrict gz, double* __restrict sums, int64_t width) {
+  for (int64_t j = 0; j < width; ++j) {
+    const float v = kRelu && !(out[j] > 0) ? 0.0f : g[j];
+    if constexpr (kSums) sums[j] += v;
+    if constexpr (std::is_same_v<Out, uint16_t>) gz[j] = bf16_bits_from_f32(v);
+    if constexpr (std::is_same_v<Out, float>) gz[j] = v;
+  }
+}
+
+// The rows [first, last) of columns [begin, end) (g's and out's rows n wide, gz's too), each row's
+// gz added to sums (end − begin of them) when given.
+template <bool kRelu, bool kSums, typename Out>
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void output_gradient_rows(
+    const float* g, const float* out, Out* gz, double* sums, int64_t n, int64_t first, int64_t last, int64_t begin,
+    int64_t end) {
+  for (int64_t r = first; r < last; ++r)
+    output_gradient_row<kRelu, kSums>(g + r * n + begin, kRelu ? out + r * n + begin : nullptr, gz + r * n + begin,
+                                      sums, end - begin);
+}
+
+template <typename Out>
+void output_gradient_rows(const float* g, const float* out, Out* gz, double* sums, int64_t n, int64_t first,
+                          int64_t last, int64_t begin, int64_t end) {
+  const auto run = [&]<bool kRelu, bool kSums>() {
+    output_gradient_rows<kRelu, kSums, Out>(g, out, gz, sums, n, first, last, begin, end);
+  };
+  if (out != nullptr && sums != nullptr) return run.template operator()<true, true>();
+  if (out != nullptr) return run.template operator()<true, false>();
+  if (sums != nullptr) return run.template operator()<false, true>();
+  run.template operator()<false, false>();
 }
 
 }  // namespace
@@ -90,20 +118,22 @@ LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& out, 
   LinearOutputGradient result{empty({rows, n}, bf16 ? DType::bf16 : DType::f32), bias ? empty({n}) : Tensor()};
   const float* pg = g.data<float>();
   const float* po = out.defined() ? out.data<float>() : nullptr;
+  const auto pass = [&](int64_t first, int64_t last, int64_t begin, int64_t end, double* sums) {
+    if (bf16)
+      output_gradient_rows(pg, po, reinterpret_cast<uint16_t*>(result.operand.data<BFloat16>()), sums, n, first, last,
+                           begin, end);
+    else
+      output_gradient_rows(pg, po, result.operand.data<float>(), sums, n, first, last, begin, end);
+  };
+  if (!bias) {  // each element on its own: ranges of rows, each thread's memory contiguous
+    parallel_for_ranges(rows, n, [&](int64_t first, int64_t last) { pass(first, last, 0, n, nullptr); });
+    return result;
+  }
   // Parallel over ranges of columns, each walking the rows in order (sum_kernel's order for a column).
   parallel_for_ranges(n, rows, [&](int64_t begin, int64_t end) {
-    const int64_t width = end - begin;
-    std::vector<double> sums(bias ? width : 0, 0.0);
-    std::vector<float> gz(width);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* g_row = pg + r * n + begin;
-      const float* out_row = po ? po + r * n + begin : nullptr;
-      output_gradient_row(g_row, out_row, gz.data(), bias ? sums.data() : nullptr, width);
-      if (bf16) round_to_bf16(gz.data(), result.operand.data<BFloat16>() + r * n + begin, width);
-      if (!bf16) std::copy(gz.begin(), gz.end(), result.operand.data<float>() + r * n + begin);
-    }
-    for (int64_t j = 0; j < static_cast<int64_t>(sums.size()); ++j)
-      result.bias.data<float>()[begin + j] = static_cast<float>(sums[j]);
+    std::vector<double> sums(end - begin, 0.0);
+    pass(0, rows, begin, end, sums.data());
+    for (int64_t j = begin; j < end; ++j) result.bias.data<float>()[j] = static_cast<float>(sums[j - begin]);
   });
   return result;
 }

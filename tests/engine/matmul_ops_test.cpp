@@ -324,8 +324,9 @@ TEST(LinearOps, FusedEqualsTheCompositionBitForBit) {
 TEST(LinearOps, FusedEqualsTheCompositionUnderAutocast) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16)";
   for (const Shape& x_shape : {Shape{3, 4}, Shape{2, 64, 48}, Shape{300, 40}})
-    for (const Activation activation : {Activation::none, Activation::relu})
-      expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, true, activation, true);
+    for (const bool with_bias : {true, false})
+      for (const Activation activation : {Activation::none, Activation::relu})
+        expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, with_bias, activation, true);
 }
 
 // No input features (in = 0): every output is the bias, as F.linear gives, and the gradients flow.
