@@ -300,6 +300,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Whether the gradient g may be added into buffer in place: nothing records (no create_graph, no
+// forward-AD level) and nothing but the walk holds the buffer or its memory; add_ then gives add's bits.
+bool summable_in_place(const Tensor& buffer, const Tensor& g) {
+  return !grad_enabled() && buffer.shape() == g.shape() && buffer.dtype() == g.dtype() &&
+         (buffer.dtype() == DType::f32 || buffer.dtype() == DType::f64) && buffer.impl_ptr().use_count() == 1 &&
+         buffer.impl()->storage.use_count() == 1;
+}
+
 // Runs the nodes reachable from root in topological order, root's gradient being root_grad.
 void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bool retain_graph, bool create_graph,
              Capture* capture) {
@@ -347,7 +355,12 @@ void execute(const std::shared_ptr<Node>& root_node, const Tensor& root_grad, bo
       if (i < grads.size() && grads[i].defined()) {
         Tensor& slot = next->buffer;
         if (slot.defined() && observer != nullptr) observer->gradients_met(*node, *next);
-        slot = slot.defined() ? add(slot, grads[i]) : std::move(grads[i]);  // paths meet: sum
+        if (!slot.defined())
+          slot = std::move(grads[i]);
+        else if (summable_in_place(slot, grads[i]))
+          slot.add_(grads[i]);  // paths meet: sum, into the walk's own buffer
+        else
+          slot = add(slot, grads[i]);
       }
       if (--next->pending == 0) ready.push_back(node->next[i]);
     }

@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernels/bf16.h"
+#include "engine/kernels/parallel.h"
 #include "engine/tensor.h"
 
 namespace ag {
@@ -58,7 +59,9 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     T* out = data<T>();
     const T* in = other.data<T>();
     const T a = static_cast<T>(alpha);
-    for (int64_t i = 0, n = numel(); i < n; ++i) out[i] += a * in[i];
+    parallel_for_ranges(numel(), 2, [&](int64_t begin, int64_t end) {  // each element on its own
+      for (int64_t i = begin; i < end; ++i) out[i] += a * in[i];
+    });
   });
   ++impl_->storage->version;
   return *this;

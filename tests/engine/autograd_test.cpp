@@ -27,6 +27,18 @@ TEST(Autograd, GradientsSumWherePathsMeet) {
   EXPECT_DOUBLE_EQ(x.grad().item(), 24.0);
 }
 
+// Where paths meet, the walk adds a gradient into its own buffer in place, but never into one that
+// another path still holds: t = (h1 + h2) + h1 sends one gradient tensor to both h1 and h2 (AddBackward
+// returns it twice), and h1's second gradient must not reach h2 through it. dt/dx = 2 + 3 + 2.
+TEST(Autograd, PathsMeetWithoutChangingAGradientAnotherPathHolds) {
+  const Tensor x = ones({70000}).requires_grad_();  // big enough for the in-place sum to run on threads
+  const Tensor h1 = mul(x, 2.0), h2 = mul(x, 3.0);
+  sum(add(add(h1, h2), h1)).backward();
+  const std::vector<double> grad = x.grad().to_vector();
+  EXPECT_EQ(grad.front(), 7.0);
+  EXPECT_EQ(grad.back(), 7.0);
+}
+
 TEST(Autograd, LeafGradAccumulatesAcrossBackwards) {
   Tensor x = tensor({1.0, 2.0}, {2}).requires_grad_();
   sum(mul(x, 2.0)).backward();
