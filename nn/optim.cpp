@@ -266,6 +266,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   const double coefficient = max_norm / (total + 1e-6);
   if (coefficient < 1)  // each gradient scaled by the thread that summed it (the same schedule): in its cache
     parallel_for(count, cost, [&](int64_t i) {
+      const NoGradGuard no_grad;  // on every thread: grad mode is a thread's own
       if (const Tensor& grad = params[static_cast<size_t>(i)].grad(); grad.defined()) Tensor(grad).mul_(coefficient);
     });
   return total;

@@ -122,6 +122,20 @@ TEST(ClipGradNorm, SameBitsAtOneAndTwoThreads) {
   EXPECT_NEAR(std::sqrt(sum), 1.0, 1e-5);
 }
 
+// Gradients that carry a graph (backward with create_graph) are scaled as detached values, on
+// every thread, as before a double backward.
+TEST(ClipGradNorm, ScalesGradientsThatCarryAGraph) {
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  const Tensor w = full({70000}, 3.0).requires_grad_();
+  sum(mul(w, w)).backward({}, /*retain_graph=*/false, /*create_graph=*/true);  // grad 2w = 6, requires grad
+  ASSERT_TRUE(w.grad().requires_grad());
+  const double total = clip_grad_norm({w}, 1.0, 2.0);
+  set_num_threads(threads);
+  EXPECT_NEAR(total, 6.0 * std::sqrt(70000.0), 1e-6 * total);
+  EXPECT_NEAR(w.grad().to_vector().front(), 6.0 / total, 1e-9);
+}
+
 // The lr the optimizer holds before each of the optimizer/scheduler steps.
 template <typename Scheduler, typename... Args>
 std::vector<double> learning_rates(int steps, Args... args) {
