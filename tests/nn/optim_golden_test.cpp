@@ -127,13 +127,14 @@ TEST(ClipGradNorm, SameBitsAtOneAndTwoThreads) {
 TEST(ClipGradNorm, ScalesGradientsThatCarryAGraph) {
   const int threads = get_num_threads();
   set_num_threads(2);
-  const Tensor w = full({70000}, 3.0).requires_grad_();
-  sum(mul(w, w)).backward({}, /*retain_graph=*/false, /*create_graph=*/true);  // grad 2w = 6, requires grad
-  ASSERT_TRUE(w.grad().requires_grad());
-  const double total = clip_grad_norm({w}, 1.0, 2.0);
+  const Tensor w = full({70000}, 3.0).requires_grad_(), u = full({70000}, 3.0).requires_grad_();
+  sum(add(mul(w, w), mul(u, u))).backward({}, /*retain_graph=*/false, /*create_graph=*/true);  // 6 each, with graphs
+  ASSERT_TRUE(w.grad().requires_grad() && u.grad().requires_grad());
+  const double total = clip_grad_norm({w, u}, 1.0, 2.0);  // one gradient a thread
   set_num_threads(threads);
-  EXPECT_NEAR(total, 6.0 * std::sqrt(70000.0), 1e-6 * total);
+  EXPECT_NEAR(total, 6.0 * std::sqrt(140000.0), 1e-6 * total);
   EXPECT_NEAR(w.grad().to_vector().front(), 6.0 / total, 1e-9);
+  EXPECT_NEAR(u.grad().to_vector().back(), 6.0 / total, 1e-9);
 }
 
 // The lr the optimizer holds before each of the optimizer/scheduler steps.
