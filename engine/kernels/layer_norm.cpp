@@ -10,6 +10,7 @@
 #include "engine/kernels/dnnl_compat.h"
 #include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
+#include "engine/kernels/reduce.h"
 
 namespace ag {
 
@@ -101,24 +102,23 @@ void add_affine_row_of(const T* g, const T* x, double mean, double rstd, double*
   add_affine_row_of(g, x, mean, rstd, sum_w, sum_b, n);
 }
 
-// dw = Σ_rows g ⊙ xhat and db = Σ_rows g, (cols) each, for x and g of (rows, cols), summed in double in
-// row order (deterministic). oneDNN 2.6 sums them in f32, up to 6× behind PyTorch's accuracy
-// (tests/engine/parity_test.cpp). Parallel over blocks of columns.
+// dw = Σ_rows g ⊙ xhat and db = Σ_rows g, (cols) each, for x and g of (rows, cols), summed in double
+// in row blocks (Note [column sums in row blocks]: deterministic, the rows split between threads).
+// oneDNN 2.6 sums them in f32, up to 6× behind PyTorch's accuracy (tests/engine/parity_test.cpp).
 std::pair<Tensor, Tensor> affine_grads(const NormProblem& p, const Tensor& x, const Tensor& g, const Tensor& mean,
                                        const Tensor& variance) {
   const int64_t rows = p.rows, cols = p.cols;
   Tensor dw = empty({cols}, x.dtype()), db = empty({cols}, x.dtype());
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
     const T *px = x.data<T>(), *pg = g.data<T>(), *pm = mean.data<T>(), *pv = variance.data<T>();
-    T *pw = dw.data<T>(), *pb = db.data<T>();
-    constexpr int64_t kBlock = 64;
-    parallel_for((cols + kBlock - 1) / kBlock, 3 * rows * kBlock, [&](int64_t block) {
-      const int64_t j0 = block * kBlock, j1 = std::min(cols, j0 + kBlock);
-      double sum_w[kBlock] = {}, sum_b[kBlock] = {};
-      for (int64_t r = 0; r < rows; ++r)
-        add_affine_row(pg + r * cols + j0, px + r * cols + j0, pm[r], rstd_of(pv[r], p.eps), sum_w, sum_b, j1 - j0);
-      for (int64_t j = j0; j < j1; ++j) pw[j] = static_cast<T>(sum_w[j - j0]), pb[j] = static_cast<T>(sum_b[j - j0]);
-    });
+    const std::vector<double> sums = column_sums_in_row_blocks(
+        1, rows, cols, 2, 3 * cols, [&](int64_t, int64_t first, int64_t last, int64_t begin, int64_t end, double* s) {
+          for (int64_t r = first; r < last; ++r)
+            add_affine_row(pg + r * cols + begin, px + r * cols + begin, pm[r], rstd_of(pv[r], p.eps), s + begin,
+                           s + cols + begin, end - begin);
+        });
+    std::transform(sums.begin(), sums.begin() + cols, dw.data<T>(), [](double v) { return static_cast<T>(v); });
+    std::transform(sums.begin() + cols, sums.end(), db.data<T>(), [](double v) { return static_cast<T>(v); });
   });
   return {dw, db};
 }

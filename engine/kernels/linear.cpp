@@ -11,6 +11,7 @@
 #include "engine/kernels/dnnl_compat.h"
 #include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
+#include "engine/kernels/reduce.h"
 
 namespace ag {
 
@@ -129,12 +130,12 @@ LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& out, 
     parallel_for_ranges(rows, n, [&](int64_t first, int64_t last) { pass(first, last, 0, n, nullptr); });
     return result;
   }
-  // Parallel over ranges of columns, each walking the rows in order (sum_kernel's order for a column).
-  parallel_for_ranges(n, rows, [&](int64_t begin, int64_t end) {
-    std::vector<double> sums(end - begin, 0.0);
-    pass(0, rows, begin, end, sums.data());
-    for (int64_t j = begin; j < end; ++j) result.bias.data<float>()[j] = static_cast<float>(sums[j - begin]);
-  });
+  // Note [column sums in row blocks], as sum_kernel sums gz down its rows.
+  const std::vector<double> sums = column_sums_in_row_blocks(
+      1, rows, n, 1, n, [&](int64_t, int64_t first, int64_t last, int64_t begin, int64_t end, double* block_sums) {
+        pass(first, last, begin, end, block_sums + begin);
+      });
+  std::transform(sums.begin(), sums.end(), result.bias.data<float>(), [](double v) { return static_cast<float>(v); });
   return result;
 }
 

@@ -15,7 +15,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
 // A linear's backward, its pass over the output gradient g (rows, N) f32, reading g (and, after a
 // ReLU, the output `out` (rows, N)) once: gz = g where out > 0 (or g), written as the products'
 // operand (bf16-rounded as to(gz, DType::bf16) when `bf16`), and with `bias` its column sums
-// db = Σ_rows gz, each summed in f64 in row order as sum(gz, {0}) does: the same bits as those ops.
+// db = Σ_rows gz, summed in f64 in row blocks as sum(gz, {0}) does: the same bits as those ops.
 struct LinearOutputGradient {
   Tensor operand;  // (rows, N): gz, f32 or bf16
   Tensor bias;     // (N), or undefined

@@ -1,5 +1,6 @@
-// The reductions' kernels: the plan of a reduction, the sum (in double: in row-major order, or
-// in eight lanes along a contiguous row), max/min with their arg-positions, and argmax.
+// The reductions' kernels: the plan of a reduction, the sum (in double: in eight lanes along a
+// contiguous row, in row blocks down the rows, or in row-major order), max/min with their
+// arg-positions, and argmax.
 #include "engine/kernels/reduce.h"
 
 #include <algorithm>
@@ -102,8 +103,9 @@ ReducePlan plan_reduce_all(const Tensor& x) {
   return plan_reduce("reduce", x, dims, false);
 }
 
-// out[o] = scale · Σ x over output element o's reduced positions, summed in double in row-major
-// order whichever path runs, so every path gives the same bits.
+// out[o] = scale · Σ x over output element o's reduced positions, summed in double: contiguous
+// rows in lanes and chunks (sum_rows), a sum down rows in row blocks (Note [column sums in row
+// blocks]), any other set of dims in row-major order.
 Tensor sum_kernel(const Tensor& x, const ReducePlan& plan, double scale) {
   Tensor out = empty(plan.out_shape, x.dtype());
   const std::optional<RowView> block = block_view(x.shape(), plan.reduced);
@@ -114,20 +116,16 @@ Tensor sum_kernel(const Tensor& x, const ReducePlan& plan, double scale) {
       // Plain copies, not a structured binding: clang 14 (the fuzz build) cannot capture those.
       const int64_t outer = block->outer, reduced = block->size, inner = block->inner;
       if (inner == 1) return sum_rows(px, outer, reduced, scale, po);
-      // Parallel over output elements; each sums its (reduced) inputs at stride inner.
-      parallel_for_ranges(outer * inner, reduced, [&](int64_t begin, int64_t end) {
-        std::vector<double> acc(end - begin, 0.0);
-        for (int64_t o = begin; o < end;) {
-          const int64_t i = o / inner, j0 = o % inner, j1 = std::min(inner, j0 + (end - o));
-          double* a = acc.data() + (o - begin);
-          for (int64_t r = 0; r < reduced; ++r) {
-            const T* row = px + (i * reduced + r) * inner;
-            for (int64_t j = j0; j < j1; ++j) a[j - j0] += row[j];
-          }
-          o += j1 - j0;
-        }
-        for (int64_t o = begin; o < end; ++o) po[o] = static_cast<T>(acc[o - begin] * scale);
-      });
+      // Note [column sums in row blocks]: each of the outer groups sums its reduced rows of inner.
+      const std::vector<double> totals = column_sums_in_row_blocks(
+          outer, reduced, inner, 1, inner,
+          [&](int64_t i, int64_t first, int64_t last, int64_t begin, int64_t end, double* sums) {
+            for (int64_t r = first; r < last; ++r) {
+              const T* row = px + (i * reduced + r) * inner;
+              for (int64_t j = begin; j < end; ++j) sums[j] += row[j];
+            }
+          });
+      for (int64_t o = 0; o < outer * inner; ++o) po[o] = static_cast<T>(totals[o] * scale);
       return;
     }
     std::vector<double> acc(out.numel(), 0.0);

@@ -1,10 +1,13 @@
 // Reductions without recording: which dims a reduction folds, and the kernels over such a plan.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "engine/kernels/parallel.h"
 #include "engine/tensor.h"
 
 namespace ag {
@@ -33,6 +36,53 @@ double sum_in_lanes(const T* p, int64_t n, F f) {
     for (int64_t l = 0; l < kLanes; ++l) lanes[l] += f(static_cast<double>(p[i + l]));
   for (int64_t l = 0; i < n; ++i, ++l) lanes[l] += f(static_cast<double>(p[i]));
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+// Note [column sums in row blocks]
+// A sum down the rows of (rows, cols) values, per column, is taken in double in fixed blocks of
+// kSumRowBlock rows: each block's rows added in order into the block's own sums, then the blocks'
+// sums added in block order. The blocks do not depend on the thread count, so the rows are split
+// between threads (each thread's memory contiguous, where splitting the columns had each thread
+// read half of every row) and any thread count gives the same bits. Up to kSumRowBlock rows it is
+// the sum in row order. sum_kernel, linear's bias gradient and layer norm's affine gradients all
+// sum this way, so a fused kernel gives the bits of the composition it replaces.
+inline constexpr int64_t kSumRowBlock = 64;
+
+// The totals of `groups` independent sums down (rows, cols) values as the Note says, `per_column`
+// sums for each column (layer norm takes two): laid out (groups, per_column, cols).
+// add_rows(group, first, last, begin, end, sums) adds the group's rows [first, last), columns
+// [begin, end), into sums[k · cols + j] (zeroed); a fused kernel does its per-row work there, in the
+// same pass. Columns are cut into chunks too, which changes no sum: wide rows few in number still
+// split between threads. cost_per_row: rough element-operations of one row.
+inline constexpr int64_t kSumColumnChunk = 2048;
+template <typename AddRows>
+std::vector<double> column_sums_in_row_blocks(int64_t groups, int64_t rows, int64_t cols, int64_t per_column,
+                                              int64_t cost_per_row, AddRows&& add_rows) {
+  const int64_t blocks = (rows + kSumRowBlock - 1) / kSumRowBlock;
+  const int64_t chunks = std::max<int64_t>(1, (cols + kSumColumnChunk - 1) / kSumColumnChunk);
+  const int64_t chunk_width = (cols + chunks - 1) / chunks, block_size = per_column * cols;
+  std::vector<double> block_sums(groups * blocks * block_size, 0.0), totals(groups * block_size, 0.0);
+  const auto columns = [&](int64_t chunk) {
+    return std::pair{chunk * chunk_width, std::min(cols, (chunk + 1) * chunk_width)};
+  };
+  parallel_for(groups * blocks * chunks, std::min(rows, kSumRowBlock) * cost_per_row / chunks, [&](int64_t task) {
+    const int64_t chunk = task % chunks, block = task / chunks % blocks, group = task / chunks / blocks;
+    const auto [begin, end] = columns(chunk);
+    const int64_t first = block * kSumRowBlock;
+    add_rows(group, first, std::min(rows, first + kSumRowBlock), begin, end,
+             block_sums.data() + (group * blocks + block) * block_size);
+  });
+  parallel_for(groups * chunks, blocks * per_column * chunk_width, [&](int64_t task) {
+    const int64_t group = task / chunks;
+    const auto [begin, end] = columns(task % chunks);
+    for (int64_t block = 0; block < blocks; ++block)
+      for (int64_t k = 0; k < per_column; ++k) {
+        const double* sums = block_sums.data() + (group * blocks + block) * block_size + k * cols;
+        double* total = totals.data() + group * block_size + k * cols;
+        for (int64_t j = begin; j < end; ++j) total[j] += sums[j];
+      }
+  });
+  return totals;
 }
 
 // out[o] = scale · Σ x over output element o's reduced positions.

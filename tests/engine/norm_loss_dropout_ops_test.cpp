@@ -16,6 +16,7 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
+#include "engine/threads.h"
 #include "tests/test_util.h"
 
 namespace ag {
@@ -107,6 +108,25 @@ TEST(LayerNorm, BackwardIsAnOpOfItsOwn) {
   EXPECT_EQ(x.grad().grad_fn()->name, "LayerNormBackwardBackward");
   x.set_grad({});  // a gradient with a graph holds x through its AccumulateGrad node: a cycle
   w.set_grad({});
+}
+
+// Past one block of rows the affine gradients sum in row blocks as sum does (Note [column sums in
+// row blocks]): db is sum(v, {0}) bit for bit (in f64, where the order shows), and dw and db are the
+// same bits at 1 and 2 threads.
+TEST(LayerNorm, AffineGradientsSumAsSumDoesAtAnyThreadCount) {
+  Generator gen(3);
+  const Tensor x = randn({300, 70}, f64, gen), w = randn({70}, f64, gen), v = randn({300, 70}, f64, gen);
+  const Tensor mean_x = mean(x, {1}, true), centred = sub(x, mean_x);
+  const LayerNormStatistics stats{mean_x, mean(mul(centred, centred), {1}, true)};
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const LayerNormGradients one = layer_norm_backward(v, x, stats, w, {70});
+  set_num_threads(2);
+  const LayerNormGradients two = layer_norm_backward(v, x, stats, w, {70});
+  set_num_threads(threads);
+  EXPECT_EQ(one.bias.to_vector(), sum(v, {0}).to_vector());
+  EXPECT_EQ(two.bias.to_vector(), one.bias.to_vector());
+  EXPECT_EQ(two.weight.to_vector(), one.weight.to_vector());
 }
 
 TEST(LayerNorm, BackwardRejectsBadArguments) {
