@@ -105,26 +105,4 @@ inline Built make_layer_norm_forward(const dnnl::memory::desc& data, float eps, 
   return built;
 }
 
-// Its backward: diff_src, and diff_scale / diff_shift when the forward had them.
-inline Built make_layer_norm_backward(const dnnl::memory::desc& data, float eps, bool scale, bool shift) {
-  const auto hint = layer_norm_forward_pd(data, eps, scale, shift);
-  const dnnl::memory::desc stats = f32_desc({data.dims()[0]});
-  const dnnl::memory::desc affine = f32_desc({data.dims()[1]});
-  const auto prop = scale || shift ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data;
-  const dnnl::layer_normalization_backward::primitive_desc pd(
-      dnnl::layer_normalization_backward::desc(prop, data, data, stats, eps, layer_norm_flags(scale, shift)),
-      cpu_engine(), hint);
-  Built built{dnnl::layer_normalization_backward(pd),
-              pd.impl_info_str(),
-              {{DNNL_ARG_SRC, data},
-               {DNNL_ARG_DIFF_DST, data},
-               {DNNL_ARG_MEAN, stats},
-               {DNNL_ARG_VARIANCE, stats},
-               {DNNL_ARG_DIFF_SRC, data}}};
-  if (scale) built.args.insert(built.args.end(), {{DNNL_ARG_SCALE, affine}, {DNNL_ARG_DIFF_SCALE, affine}});
-  // oneDNN 2.6 also insists on a SHIFT argument with use_shift, though the backward never reads it.
-  if (shift) built.args.insert(built.args.end(), {{DNNL_ARG_SHIFT, affine}, {DNNL_ARG_DIFF_SHIFT, affine}});
-  return built;
-}
-
 }  // namespace ag::onednn

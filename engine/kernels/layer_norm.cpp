@@ -1,10 +1,11 @@
-// layer_norm's kernels: the reference loops (in double), the oneDNN forward and backward, and the
-// affine gradients summed in double.
+// layer_norm's kernels: the forward on oneDNN or in reference loops (in double), and the backward in
+// one pass of our own: dx per row, dw and db summed in double.
 #include "engine/kernels/layer_norm.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "engine/kernels/dnnl_compat.h"
@@ -55,28 +56,6 @@ void layer_norm_reference(const NormProblem& p, const Tensor& x, const Tensor& w
   });
 }
 
-// The reference backward's dx per row of (rows, cols), in double:
-// dx = rstd (h − mean(h) − xhat mean(h xhat)), h = w g.
-void layer_norm_backward_reference(const NormProblem& p, const Tensor& g, const Tensor& x, const Tensor& weight,
-                                   const Tensor& mean, const Tensor& variance, Tensor& dx) {
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-    const T *px = x.data<T>(), *pg = g.data<T>(), *pm = mean.data<T>(), *pv = variance.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    T* pd = dx.data<T>();
-    const int64_t cols = p.cols;
-    parallel_for(p.rows, 6 * cols, [&](int64_t r) {
-      const T *xr = px + r * cols, *gr = pg + r * cols;
-      const double m = pm[r], s = rstd_of(pv[r], p.eps);
-      const auto h = [&](int64_t j) { return pw ? double(gr[j]) * pw[j] : double(gr[j]); };
-      double sum_h = 0, sum_hx = 0;
-      for (int64_t j = 0; j < cols; ++j) sum_h += h(j), sum_hx += h(j) * (xr[j] - m) * s;
-      const double mean_h = sum_h / static_cast<double>(cols), mean_hx = sum_hx / static_cast<double>(cols);
-      for (int64_t j = 0; j < cols; ++j)
-        pd[r * cols + j] = static_cast<T>(s * (h(j) - mean_h - (xr[j] - m) * s * mean_hx));
-    });
-  });
-}
-
 // One row's share of affine_grads: sum_w += g ⊙ (x - mean) · rstd and sum_b += g over n columns
 // (vectorised per CPU: the engine is built for baseline x86-64).
 template <typename T>
@@ -102,25 +81,64 @@ void add_affine_row_of(const T* g, const T* x, double mean, double rstd, double*
   add_affine_row_of(g, x, mean, rstd, sum_w, sum_b, n);
 }
 
-// dw = Σ_rows g ⊙ xhat and db = Σ_rows g, (cols) each, for x and g of (rows, cols), summed in double
-// in row blocks (Note [column sums in row blocks]: deterministic, the rows split between threads).
-// oneDNN 2.6 sums them in f32, up to 6× behind PyTorch's accuracy (tests/engine/parity_test.cpp).
-std::pair<Tensor, Tensor> affine_grads(const NormProblem& p, const Tensor& x, const Tensor& g, const Tensor& mean,
-                                       const Tensor& variance) {
-  const int64_t rows = p.rows, cols = p.cols;
-  Tensor dw = empty({cols}, x.dtype()), db = empty({cols}, x.dtype());
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-    const T *px = x.data<T>(), *pg = g.data<T>(), *pm = mean.data<T>(), *pv = variance.data<T>();
-    const std::vector<double> sums = column_sums_in_row_blocks(
-        1, rows, cols, 2, 3 * cols, [&](int64_t, int64_t first, int64_t last, int64_t begin, int64_t end, double* s) {
-          for (int64_t r = first; r < last; ++r)
-            add_affine_row(pg + r * cols + begin, px + r * cols + begin, pm[r], rstd_of(pv[r], p.eps), s + begin,
-                           s + cols + begin, end - begin);
-        });
-    std::transform(sums.begin(), sums.begin() + cols, dw.data<T>(), [](double v) { return static_cast<T>(v); });
-    std::transform(sums.begin() + cols, sums.end(), db.data<T>(), [](double v) { return static_cast<T>(v); });
-  });
-  return {dw, db};
+// Eight T side by side, as GCC's vector extension (the type of `vector_size` cannot be a template's T).
+template <typename T>
+struct EightOf;
+template <>
+struct EightOf<float> {
+  using type = float __attribute__((vector_size(32)));
+};
+template <>
+struct EightOf<double> {
+  using type = double __attribute__((vector_size(64)));
+};
+
+// One row of dx = rstd (h − mean(h) − xhat mean(h xhat)), h = w g (or g), xhat = (x − mean) rstd,
+// all in double (in T the cancellation in the bracket costs up to 5× PyTorch's f32 error: the
+// parity suite), the row's two sums in eight lanes added in a fixed order: vectors of eight, so
+// every CPU and clone gives the same bits.
+template <typename T, bool kScale>
+[[gnu::always_inline]] inline void input_gradient_row_of(const T* __restrict g, const T* __restrict x,
+                                                         const T* __restrict w, double mean, double rstd,
+                                                         T* __restrict dx, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  using Lanes = typename EightOf<T>::type;
+  using Doubles = EightOf<double>::type;
+  const auto h = [&](int64_t j) { return kScale ? static_cast<double>(g[j]) * w[j] : static_cast<double>(g[j]); };
+  const auto xhat = [&](int64_t j) { return (x[j] - mean) * rstd; };
+  Doubles sum_h = {}, sum_hx = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    Lanes gv, xv, wv;
+    std::memcpy(&gv, g + j, sizeof(gv));
+    std::memcpy(&xv, x + j, sizeof(xv));
+    Doubles hv = __builtin_convertvector(gv, Doubles);
+    if constexpr (kScale) {  // h = w g
+      std::memcpy(&wv, w + j, sizeof(wv));
+      hv *= __builtin_convertvector(wv, Doubles);
+    }
+    sum_h += hv;
+    sum_hx += hv * ((__builtin_convertvector(xv, Doubles) - mean) * rstd);
+  }
+  for (int64_t l = 0; j < n; ++j, ++l) sum_h[l] += h(j), sum_hx[l] += h(j) * xhat(j);
+  const auto total = [](const Doubles& v) { return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])); };
+  const double mean_h = total(sum_h) / static_cast<double>(n), mean_hx = total(sum_hx) / static_cast<double>(n);
+  for (j = 0; j < n; ++j) dx[j] = static_cast<T>(rstd * (h(j) - mean_h - xhat(j) * mean_hx));
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void input_gradient_row_in(const T* g, const T* x, const T* w, double mean, double rstd,
+                                                         T* dx, int64_t n) {
+  if (w != nullptr) return input_gradient_row_of<T, true>(g, x, w, mean, rstd, dx, n);
+  input_gradient_row_of<T, false>(g, x, w, mean, rstd, dx, n);
+}
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void input_gradient_row(
+    const float* g, const float* x, const float* w, double mean, double rstd, float* dx, int64_t n) {
+  input_gradient_row_in(g, x, w, mean, rstd, dx, n);
+}
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void input_gradient_row(
+    const double* g, const double* x, const double* w, double mean, double rstd, double* dx, int64_t n) {
+  input_gradient_row_in(g, x, w, mean, rstd, dx, n);
 }
 
 // Below this many elements the loops beat oneDNN's ~1 µs per call (tools/bench: BM_LayerNorm).
@@ -158,27 +176,6 @@ bool layer_norm_forward_onednn(const NormProblem& p, const Tensor& x, const Tens
   return true;
 }
 
-// dx on oneDNN; false if oneDNN does not take it. (Its dw and db, summed in f32, are dropped: affine_grads.)
-bool layer_norm_backward_onednn(const NormProblem& p, const Tensor& x, const Tensor& w, const Tensor& mean,
-                                const Tensor& variance, const Tensor& g, Tensor& dx) {
-  onednn::Primitive* primitive = onednn::cached(norm_key(p, onednn::Op::layer_norm_backward), p.rows * p.cols, [&] {
-    return onednn::make_layer_norm_backward(onednn::f32_desc({p.rows, p.cols}), static_cast<float>(p.eps), p.scale,
-                                            p.shift);
-  });
-  if (primitive == nullptr) return false;
-  const Tensor dw = p.scale ? empty({p.cols}) : Tensor(), db = p.shift ? empty({p.cols}) : Tensor();
-  onednn::execute(*primitive, {{DNNL_ARG_SRC, x.data<float>()},
-                               {DNNL_ARG_DIFF_DST, g.data<float>()},
-                               {DNNL_ARG_MEAN, mean.data<float>()},
-                               {DNNL_ARG_VARIANCE, variance.data<float>()},
-                               {DNNL_ARG_DIFF_SRC, dx.data<float>()},
-                               {DNNL_ARG_SCALE, p.scale ? w.data<float>() : nullptr},
-                               {DNNL_ARG_DIFF_SCALE, p.scale ? dw.data<float>() : nullptr},
-                               {DNNL_ARG_SHIFT, p.shift ? db.data<float>() : nullptr},  // unread
-                               {DNNL_ARG_DIFF_SHIFT, p.shift ? db.data<float>() : nullptr}});
-  return true;
-}
-
 }  // namespace
 
 LayerNormForward layer_norm_forward(const NormProblem& p, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -189,20 +186,40 @@ LayerNormForward layer_norm_forward(const NormProblem& p, const Tensor& x, const
   return f;
 }
 
+// The backward in one pass over x and g: each row's dx, and dw = Σ_rows g ⊙ xhat, db = Σ_rows g summed
+// in double in row blocks (Note [column sums in row blocks]: deterministic, the rows split between
+// threads). oneDNN 2.6 sums dw and db in f32, up to 6× behind PyTorch's accuracy
+// (tests/engine/parity_test.cpp), and its backward computed them even when only dx was taken.
 std::array<Tensor, 3> layer_norm_backward_data(const NormProblem& p, const Tensor& g, const Tensor& x,
                                                const Tensor& weight, const Tensor& mean, const Tensor& variance,
                                                std::array<bool, 3> wanted) {
+  const int64_t rows = p.rows, cols = p.cols;
   std::array<Tensor, 3> grads;
-  if (wanted[0]) {
-    grads[0] = empty(x.shape(), x.dtype());
-    if (!(onednn_takes(p, x) && layer_norm_backward_onednn(p, x, weight, mean, variance, g, grads[0])))
-      layer_norm_backward_reference(p, g, x, weight, mean, variance, grads[0]);
-  }
-  if (wanted[1] || wanted[2]) {
-    auto [dw, db] = affine_grads(p, x, g, mean, variance);
-    if (wanted[1]) grads[1] = dw;
-    if (wanted[2]) grads[2] = db;
-  }
+  if (wanted[0]) grads[0] = empty(x.shape(), x.dtype());
+  const bool affine = wanted[1] || wanted[2];
+  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+    const T *px = x.data<T>(), *pg = g.data<T>(), *pm = mean.data<T>(), *pv = variance.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    T* pd = wanted[0] ? grads[0].data<T>() : nullptr;
+    const std::vector<double> sums = column_sums_in_row_blocks(
+        1, rows, affine ? cols : 0, 2, 8 * cols,
+        [&](int64_t, int64_t first, int64_t last, int64_t begin, int64_t end, double* s) {
+          for (int64_t r = first; r < last; ++r) {
+            const T rstd = rstd_of(pv[r], p.eps);
+            if (pd != nullptr && begin == 0)  // the whole row, once (a row wider than a chunk has several)
+              input_gradient_row(pg + r * cols, px + r * cols, pw, pm[r], rstd, pd + r * cols, cols);
+            if (affine)
+              add_affine_row(pg + r * cols + begin, px + r * cols + begin, pm[r], rstd, s + begin, s + cols + begin,
+                             end - begin);
+          }
+        });
+    for (int64_t k = 1; k <= 2; ++k)
+      if (wanted[k]) {
+        grads[k] = empty({cols}, x.dtype());
+        std::transform(sums.begin() + (k - 1) * cols, sums.begin() + k * cols, grads[k].data<T>(),
+                       [](double v) { return static_cast<T>(v); });
+      }
+  });
   return grads;
 }
 

@@ -17,7 +17,7 @@ struct Built;
 // that changes the primitive (floats by their bits).
 using Key = std::vector<int64_t>;
 
-enum class Op : int64_t { matmul = 1, softmax, layer_norm_forward, layer_norm_backward, matmul_bf16, linear };
+enum class Op : int64_t { matmul = 1, softmax, layer_norm_forward, matmul_bf16, linear };
 
 class Primitive;
 
