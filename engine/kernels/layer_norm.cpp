@@ -56,7 +56,7 @@ void layer_norm_reference(const NormProblem& p, const Tensor& x, const Tensor& w
   });
 }
 
-// One row's share of affine_grads: sum_w += g ⊙ (x - mean) · rstd and sum_b += g over n columns
+// One row's share of dw and db: sum_w += g ⊙ (x - mean) · rstd and sum_b += g over n columns
 // (vectorised per CPU: the engine is built for baseline x86-64).
 template <typename T>
 void add_affine_row_of(const T* g, const T* x, double mean, double rstd, double* sum_w, double* sum_b, int64_t n) {
@@ -95,8 +95,8 @@ struct EightOf<double> {
 
 // One row of dx = rstd (h − mean(h) − xhat mean(h xhat)), h = w g (or g), xhat = (x − mean) rstd,
 // all in double (in T the cancellation in the bracket costs up to 5× PyTorch's f32 error: the
-// parity suite), the row's two sums in eight lanes added in a fixed order: vectors of eight, so
-// every CPU and clone gives the same bits.
+// parity suite), the row's two sums in eight lanes added in a fixed order (lanes_total): vectors of
+// eight, so every CPU and clone gives the same bits.
 template <typename T, bool kScale>
 [[gnu::always_inline]] inline void input_gradient_row_of(const T* __restrict g, const T* __restrict x,
                                                          const T* __restrict w, double mean, double rstd,
@@ -121,8 +121,8 @@ template <typename T, bool kScale>
     sum_hx += hv * ((__builtin_convertvector(xv, Doubles) - mean) * rstd);
   }
   for (int64_t l = 0; j < n; ++j, ++l) sum_h[l] += h(j), sum_hx[l] += h(j) * xhat(j);
-  const auto total = [](const Doubles& v) { return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])); };
-  const double mean_h = total(sum_h) / static_cast<double>(n), mean_hx = total(sum_hx) / static_cast<double>(n);
+  const double mean_h = lanes_total(sum_h) / static_cast<double>(n),
+               mean_hx = lanes_total(sum_hx) / static_cast<double>(n);
   for (j = 0; j < n; ++j) dx[j] = static_cast<T>(rstd * (h(j) - mean_h - xhat(j) * mean_hx));
 }
 
@@ -201,6 +201,7 @@ std::array<Tensor, 3> layer_norm_backward_data(const NormProblem& p, const Tenso
     const T *px = x.data<T>(), *pg = g.data<T>(), *pm = mean.data<T>(), *pv = variance.data<T>();
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     T* pd = wanted[0] ? grads[0].data<T>() : nullptr;
+    // Without dw and db the blocks sum no columns and only compute dx.
     const std::vector<double> sums = column_sums_in_row_blocks(
         1, rows, affine ? cols : 0, 2, 8 * cols,
         [&](int64_t, int64_t first, int64_t last, int64_t begin, int64_t end, double* s) {

@@ -11,7 +11,6 @@
 namespace ag {
 
 // The (rows, cols) problem, its affine parts and eps: everything a layer_norm primitive depends on.
-// For the backward, `shift` says whether db is wanted.
 struct NormProblem {
   int64_t rows, cols;
   bool scale, shift;

@@ -24,6 +24,12 @@ struct ReducePlan {
 ReducePlan plan_reduce(std::string_view op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
 ReducePlan plan_reduce_all(const Tensor& x);  // every dim
 
+// Eight lanes' total (an array, or a vector of eight doubles) in one fixed order.
+template <typename Lanes>
+double lanes_total(const Lanes& v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
 // Σ f(p[i]) over [0, n) in double, in eight lanes (lane l takes every eighth element from l)
 // added in a fixed order at the end: independent sums the compiler vectorises, and the same bits
 // on any machine and thread count.
@@ -35,7 +41,7 @@ double sum_in_lanes(const T* p, int64_t n, F f) {
   for (; i + kLanes <= n; i += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) lanes[l] += f(static_cast<double>(p[i + l]));
   for (int64_t l = 0; i < n; ++i, ++l) lanes[l] += f(static_cast<double>(p[i]));
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  return lanes_total(lanes);
 }
 
 // Note [column sums in row blocks]
