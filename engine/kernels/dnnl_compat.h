@@ -26,6 +26,25 @@ inline const dnnl::engine& cpu_engine() {
   return engine;
 }
 
+// Every primitive takes its scratchpad from its caller: engine/kernels/onednn.cpp gives each thread one buffer.
+// oneDNN 2.6's own (scratchpad_mode::library) is per thread but freed after every call on a thread that built
+// no primitive, an OpenMP worker: two threads each running a one-thread primitive paid an allocation per
+// call and ran about 3x slower than one thread alone (tools/bench/README.md, "Batched products split by thread").
+inline dnnl::primitive_attr caller_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// A built primitive from its descriptor and the memory descriptors of its data arguments, with the
+// scratchpad argument when it needs one.
+template <typename Primitive, typename Desc>
+Built built_from(const Desc& pd, std::vector<std::pair<int, dnnl::memory::desc>> args) {
+  const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
+  if (scratchpad.get_size() > 0) args.emplace_back(DNNL_ARG_SCRATCHPAD, scratchpad);
+  return {Primitive(pd), pd.impl_info_str(), std::move(args)};
+}
+
 inline dnnl::memory::desc f32_desc(const Dims& dims, const Dims& strides) {
   return {dims, dnnl::memory::data_type::f32, strides};
 }
@@ -44,11 +63,10 @@ inline dnnl::memory::desc f32_desc(const Dims& dims) {
 // weights f32, or both bf16 (with an f32 dst: f32 accumulation).
 inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
                          const dnnl::memory::desc& dst, float scale) {
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = caller_scratchpad();
   if (scale != 1.0f) attr.set_output_scales(0, {scale});
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr, cpu_engine());
-  return {
-      dnnl::matmul(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}}};
+  return built_from<dnnl::matmul>(pd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
 }
 
 // dst = relu?(src @ weights + bias): a Linear layer's product with its epilogue, the bias (1, N)
@@ -56,25 +74,26 @@ inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc
 // both bf16, dst f32.
 inline Built make_linear(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
                          const dnnl::memory::desc& bias, const dnnl::memory::desc& dst, bool relu) {
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = caller_scratchpad();
   if (relu) {
     dnnl::post_ops post_ops;
     post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(post_ops);
   }
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, bias, dst), attr, cpu_engine());
-  Built built{
-      dnnl::matmul(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}}};
-  if (!bias.is_zero()) built.args.emplace_back(DNNL_ARG_BIAS, bias);
-  return built;
+  std::vector<std::pair<int, dnnl::memory::desc>> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+  if (!bias.is_zero()) args.emplace_back(DNNL_ARG_BIAS, bias);
+  return built_from<dnnl::matmul>(pd, std::move(args));
 }
 
 // softmax over `axis` of a dense tensor, inference (we keep the output ourselves). No
 // log_softmax: oneDNN 2.6's loses accuracy (engine/ops/softmax.cpp).
 inline Built make_softmax(const dnnl::memory::desc& data, int axis) {
   const auto prop = dnnl::prop_kind::forward_inference;
-  const dnnl::softmax_forward::primitive_desc pd(dnnl::softmax_forward::desc(prop, data, axis), cpu_engine());
-  return {dnnl::softmax_forward(pd), pd.impl_info_str(), {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}}};
+  const dnnl::softmax_forward::primitive_desc pd(dnnl::softmax_forward::desc(prop, data, axis), caller_scratchpad(),
+                                                 cpu_engine());
+  return built_from<dnnl::softmax_forward>(pd, {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}});
 }
 
 inline dnnl::normalization_flags layer_norm_flags(bool scale, bool shift) {
@@ -89,7 +108,7 @@ inline dnnl::layer_normalization_forward::primitive_desc layer_norm_forward_pd(c
   const dnnl::memory::desc stats = f32_desc({data.dims()[0]});
   return {dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, data, stats, eps,
                                                   layer_norm_flags(scale, shift)),
-          cpu_engine()};
+          caller_scratchpad(), cpu_engine()};
 }
 
 // Layer norm over the last dim of a (rows, cols) tensor; writes mean and variance (rows).
@@ -97,12 +116,11 @@ inline Built make_layer_norm_forward(const dnnl::memory::desc& data, float eps, 
   const auto pd = layer_norm_forward_pd(data, eps, scale, shift);
   const dnnl::memory::desc stats = f32_desc({data.dims()[0]});
   const dnnl::memory::desc affine = f32_desc({data.dims()[1]});
-  Built built{dnnl::layer_normalization_forward(pd),
-              pd.impl_info_str(),
-              {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}, {DNNL_ARG_MEAN, stats}, {DNNL_ARG_VARIANCE, stats}}};
-  if (scale) built.args.emplace_back(DNNL_ARG_SCALE, affine);
-  if (shift) built.args.emplace_back(DNNL_ARG_SHIFT, affine);
-  return built;
+  std::vector<std::pair<int, dnnl::memory::desc>> args{
+      {DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}, {DNNL_ARG_MEAN, stats}, {DNNL_ARG_VARIANCE, stats}};
+  if (scale) args.emplace_back(DNNL_ARG_SCALE, affine);
+  if (shift) args.emplace_back(DNNL_ARG_SHIFT, affine);
+  return built_from<dnnl::layer_normalization_forward>(pd, std::move(args));
 }
 
 }  // namespace ag::onednn

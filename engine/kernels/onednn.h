@@ -27,8 +27,10 @@ class Primitive;
 // `work` is the problem's size in element-operations. oneDNN fixes a primitive's thread count
 // when it is built and opens a parallel region on every call; below kParallelGrain
 // (engine/kernels/parallel.h), where that region costs more than the problem at 2 threads, the
-// primitive is built for, and runs on, the calling thread alone. The thread count is part of the
-// key, so a primitive built before set_num_threads() is not reused after it.
+// primitive is built for, and runs on, the calling thread alone; so is one asked for inside a
+// parallel region (each thread running its share of a product, its own primitive and scratchpad).
+// The thread count is part of the key, so a primitive built before set_num_threads() is not
+// reused after it.
 Primitive* cached(Key key, int64_t work, const std::function<Built()>& make);
 
 // Runs p with the data pointers of its arguments, (DNNL_ARG_* id, pointer) in any order; ids the

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/onednn.h"
 #include "engine/kernels/softmax.h"
@@ -77,6 +78,31 @@ TEST(FastPath, MatmulAgreesWithF64) {
     const int64_t k = c.ta ? c.a[c.a.size() - 2] : c.a.back();
     expect_close(matmul(a32, b32, c.ta, c.tb), matmul(a64, b64, c.ta, c.tb), 2e-6 * std::sqrt(k) + 1e-6,
                  "matmul " + shape_str(c.a) + (c.ta ? "ᵀ" : "") + " @ " + shape_str(c.b) + (c.tb ? "ᵀ" : ""));
+  }
+}
+
+// Note [batched products split by thread]: 15 matrices (7 and 8 to the two threads), every
+// transposition, f32 and bf16 operands, against f64, and the same bits on one thread as on two.
+TEST(FastPath, BatchedProductsSplitByThreadAgreeWithF64AndWithOneThread) {
+  const int threads = get_num_threads();
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    if (dtype == DType::bf16 && !cpu_has_avx512_bf16()) continue;  // bf16 products need AVX512_BF16
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        auto [a64, a32] = random_pair(ta ? Shape{3, 5, 32, 64} : Shape{3, 5, 64, 32}, 17);
+        auto [b64, b32] = random_pair(tb ? Shape{3, 5, 48, 32} : Shape{3, 5, 32, 48}, 18);
+        const Tensor a = to(a32, dtype), b = to(b32, dtype);
+        const auto product = [&] { return run_matmul(a, b, plan_matmul(a, b, ta, tb), 0.5); };
+        set_num_threads(2);
+        const Tensor two = product();
+        set_num_threads(1);
+        const Tensor one = product();
+        set_num_threads(threads);
+        const std::string what = std::string(dtype_name(dtype)) + " (3, 5) batch of 64x32 @ 32x48" +
+                                 (ta ? ", a transposed" : "") + (tb ? ", b transposed" : "");
+        expect_close(two, mul(matmul(to(a, DType::f64), to(b, DType::f64), ta, tb), 0.5), 1e-5, what);
+        EXPECT_EQ(two.to_vector(), one.to_vector()) << what;
+      }
   }
 }
 
