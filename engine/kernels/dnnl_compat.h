@@ -29,7 +29,7 @@ inline const dnnl::engine& cpu_engine() {
 // Every primitive takes its scratchpad from its caller: engine/kernels/onednn.cpp gives each thread one buffer.
 // oneDNN 2.6's own (scratchpad_mode::library) is per thread but freed after every call on a thread that built
 // no primitive, an OpenMP worker: two threads each running a one-thread primitive paid an allocation per
-// call and ran about 3x slower than one thread alone (tools/bench/README.md, "Batched products split by thread").
+// call and ran about 3x slower than one thread alone (tools/bench/README.md, "Products split by thread").
 inline dnnl::primitive_attr caller_scratchpad() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -17,11 +17,11 @@ namespace ag {
 
 namespace {
 
-// out (rows, N) = relu?(x (rows, K) @ wᵀ + bias) on oneDNN, w stored (N, K); false if oneDNN does
-// not take this problem.
-bool linear_onednn(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation, Tensor& out) {
-  const int64_t rows = x.size(0), K = x.size(1), N = w.size(0);
-  const bool bf16 = x.dtype() == DType::bf16;
+// out (rows, N) = relu?(x (rows, K) @ wᵀ + bias) on oneDNN, w stored (N, K), x and out contiguous
+// rows; false if oneDNN does not take this problem.
+bool linear_primitive(const void* x, const Tensor& w, const Tensor& bias, Activation activation, int64_t rows,
+                      bool bf16, float* out) {
+  const int64_t K = w.size(1), N = w.size(0);
   const onednn::Dims src_dims{rows, K}, weights_dims{K, N}, weights_strides{1, K}, dst_dims{rows, N};
   const bool relu = activation == Activation::relu;
   onednn::Key key{static_cast<int64_t>(onednn::Op::linear), bf16, bias.defined(), relu, rows, K, N};
@@ -34,11 +34,26 @@ bool linear_onednn(const Tensor& x, const Tensor& w, const Tensor& bias, Activat
                                bias_desc, onednn::f32_desc(dst_dims), relu);
   });
   if (primitive == nullptr) return false;
-  onednn::execute(*primitive, {{DNNL_ARG_SRC, x.raw_data()},
+  onednn::execute(*primitive, {{DNNL_ARG_SRC, x},
                                {DNNL_ARG_WEIGHTS, w.raw_data()},
                                {DNNL_ARG_BIAS, bias.defined() ? bias.raw_data() : nullptr},
-                               {DNNL_ARG_DST, out.raw_data()}});
+                               {DNNL_ARG_DST, out}});
   return true;
+}
+
+// linear_primitive over x's rows, shared out by thread when that pays (Note [products split by
+// thread], matmul.h).
+bool linear_onednn(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation, Tensor& out) {
+  const int64_t rows = x.size(0), K = x.size(1), N = w.size(0);
+  const bool bf16 = x.dtype() == DType::bf16;
+  const auto* x_bytes = static_cast<const char*>(x.raw_data());
+  float* po = out.data<float>();
+  if (!products_split_by_thread(rows, 16, rows * K * N))
+    return linear_primitive(x_bytes, w, bias, activation, rows, bf16, po);
+  const int64_t element = bf16 ? 2 : 4;
+  return shares_by_thread(rows, 16, [&](int64_t first, int64_t last) {
+    return linear_primitive(x_bytes + first * K * element, w, bias, activation, last - first, bf16, po + first * N);
+  });
 }
 
 // The epilogue after a product: out (rows, N) += bias, then relu, in place and in one pass.

@@ -243,16 +243,20 @@ onednn::Dims operand_dims(const Shape& stored, size_t batch_rank, bool transpose
 }
 
 // out = scale · A @ B on oneDNN for a plan whose batch is already folded, on the threads the
-// product's size calls for; false if oneDNN does not take this problem.
-bool matmul_primitive(const void* pa, const void* pb, float* po, const MatmulPlan& p, float scale, bool bf16) {
+// product's size calls for (one inside a parallel region); false if oneDNN does not take this
+// problem. A transposed A whose columns are `a_columns_apart` apart in memory is a share of a
+// wider one's columns.
+bool matmul_primitive(const void* pa, const void* pb, float* po, const MatmulPlan& p, float scale, bool bf16,
+                      int64_t a_columns_apart = 0) {
   const size_t rank = p.batch.size();
   onednn::Dims a_strides, b_strides;
   const onednn::Dims a_dims = operand_dims(p.a_shape, rank, p.ta, a_strides);  // (batch…, M, K)
+  if (a_columns_apart > 0) a_strides[rank + 1] = a_columns_apart;              // a transposed A's share of columns
   const onednn::Dims b_dims = operand_dims(p.b_shape, rank, p.tb, b_strides);  // (batch…, K, N)
   onednn::Dims c_dims = p.batch;                                               // (batch…, M, N)
   c_dims.insert(c_dims.end(), {p.m, p.n});
   const onednn::Op op = bf16 ? onednn::Op::matmul_bf16 : onednn::Op::matmul;
-  onednn::Key key{static_cast<int64_t>(op), p.ta, p.tb, std::bit_cast<int32_t>(scale)};
+  onednn::Key key{static_cast<int64_t>(op), p.ta, p.tb, std::bit_cast<int32_t>(scale), a_columns_apart};
   key.insert(key.end(), a_dims.begin(), a_dims.end());
   key.insert(key.end(), b_dims.begin(), b_dims.end());
   const int64_t multiply_adds = numel(p.batch) * p.m * p.n * p.k;
@@ -267,22 +271,12 @@ bool matmul_primitive(const void* pa, const void* pb, float* po, const MatmulPla
   return true;
 }
 
-// Note [batched products split by thread]
-// oneDNN 2.6 runs a batch of small products no faster on two threads than on one: attention's
-// heads in charlm, 48 products of 64×64×32 in bf16, 0.064 ms on one thread and 0.069 on two
-// (ONEDNN_VERBOSE inside `train charlm`). When both operands hold every matrix of the batch (no
-// broadcast), each thread instead runs a one-thread primitive (engine/kernels/onednn.h) on its
-// contiguous share of the matrices: 1.3-1.5x faster than one primitive on both threads, for
-// matrices of 64 to 512 rows (tools/bench/README.md, "Batched products split by thread"). A
-// matrix is computed by one thread either way, so no sum is split.
-bool splits_by_thread(const MatmulPlan& p) {
-  if (p.batch.size() == 0 || omp_in_parallel() || omp_get_max_threads() < 2) return false;
-  const int64_t matrices = numel(p.batch);
-  if (matrices < omp_get_max_threads() || matrices * p.m * p.n * p.k < kParallelGrain) return false;
-  const auto holds_the_batch = [&](const Shape& stored) {
+// The plan's operands hold every matrix of its batch (no broadcast): the batch can be shared out.
+bool holds_the_batch(const MatmulPlan& p) {
+  const auto holds = [&](const Shape& stored) {
     return std::equal(stored.begin(), stored.end() - 2, p.batch.begin(), p.batch.end());
   };
-  return holds_the_batch(p.a_shape) && holds_the_batch(p.b_shape);
+  return holds(p.a_shape) && holds(p.b_shape);
 }
 
 // The product of `p` with its batch read as one dim of `matrices`, the operands' last two dims kept.
@@ -294,25 +288,58 @@ MatmulPlan share_of_batch(const MatmulPlan& p, int64_t matrices) {
   return share;
 }
 
-// out = scale · A @ B on oneDNN, A and B f32 or both bf16 (out f32); false if oneDNN does not
-// take this problem.
-bool matmul_onednn(const void* pa, const void* pb, float* po, const MatmulPlan& plan, float scale, bool bf16) {
-  MatmulPlan p = plan;
-  fold_batch_into_rows(p);
-  if (!splits_by_thread(p)) return matmul_primitive(pa, pb, po, p, scale, bf16);
-  const int64_t matrices = numel(p.batch), element = bf16 ? 2 : 4;
-  const auto* a_bytes = static_cast<const char*>(pa);
-  const auto* b_bytes = static_cast<const char*>(pb);
+// The rows [first, last) of the 2-D product `p`'s output: A's rows, or a transposed A's columns.
+MatmulPlan share_of_rows(const MatmulPlan& p, int64_t first, int64_t last) {
+  MatmulPlan share = p;
+  share.m = last - first;
+  share.a_shape = p.ta ? Shape{p.k, share.m} : Shape{share.m, p.k};
+  share.out_shape = {share.m, p.n};
+  return share;
+}
+
+}  // namespace
+
+// Note [products split by thread] (matmul.h): worth it from 4 × `multiple` (64 rows, or 4 matrices)
+// a thread and 4 grains of work.
+bool products_split_by_thread(int64_t count, int64_t multiple, int64_t work) {
+  const int threads = omp_get_max_threads();
+  return threads > 1 && !omp_in_parallel() && count >= 4 * multiple * threads && work >= 4 * kParallelGrain;
+}
+
+bool shares_by_thread(int64_t count, int64_t multiple, const std::function<bool(int64_t, int64_t)>& share) {
   bool taken = true;
 #pragma omp parallel reduction(&& : taken)
   {
     const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
-    const int64_t first = matrices * thread / threads, last = matrices * (thread + 1) / threads;
-    if (first < last)
-      taken = matmul_primitive(a_bytes + first * p.m * p.k * element, b_bytes + first * p.k * p.n * element,
-                               po + first * p.m * p.n, share_of_batch(p, last - first), scale, bf16);
+    const auto boundary = [&](int64_t t) { return t == threads ? count : count * t / threads / multiple * multiple; };
+    const int64_t first = boundary(thread), last = boundary(thread + 1);
+    if (first < last) taken = share(first, last);
   }
-  return taken;  // declined: the caller's kernel writes every output again
+  return taken;
+}
+
+namespace {
+
+// out = scale · A @ B on oneDNN, A and B f32 or both bf16 (out f32); false if oneDNN does not
+// take this problem (the caller's kernel then writes every output again).
+bool matmul_onednn(const void* pa, const void* pb, float* po, const MatmulPlan& plan, float scale, bool bf16) {
+  MatmulPlan p = plan;
+  fold_batch_into_rows(p);
+  const int64_t element = bf16 ? 2 : 4, matrices = numel(p.batch), work = matrices * p.m * p.n * p.k;
+  const auto* a_bytes = static_cast<const char*>(pa);
+  const auto* b_bytes = static_cast<const char*>(pb);
+  if (p.batch.empty() && products_split_by_thread(p.m, 16, work))
+    return shares_by_thread(p.m, 16, [&](int64_t first, int64_t last) {
+      const int64_t a_offset = p.ta ? first : first * p.k;  // a transposed A: its columns are the rows
+      return matmul_primitive(a_bytes + a_offset * element, pb, po + first * p.n, share_of_rows(p, first, last), scale,
+                              bf16, p.ta ? p.m : 0);
+    });
+  if (!p.batch.empty() && holds_the_batch(p) && products_split_by_thread(matrices, 1, work))
+    return shares_by_thread(matrices, 1, [&](int64_t first, int64_t last) {
+      return matmul_primitive(a_bytes + first * p.m * p.k * element, b_bytes + first * p.k * p.n * element,
+                              po + first * p.m * p.n, share_of_batch(p, last - first), scale, bf16);
+    });
+  return matmul_primitive(pa, pb, po, p, scale, bf16);
 }
 
 // out (rows, N) = scale · A (rows, K) @ Bᵀ, B stored (N, K): one contiguous dot product per

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "engine/options.h"
 #include "engine/tensor.h"
@@ -25,6 +26,22 @@ struct MatmulPlan {
 inline constexpr int64_t kOneDnnMatmulMin = 8192;
 // Up to this many rows against a weight stored (N, K), dot products per row beat oneDNN.
 inline constexpr int64_t kFewRowsMax = 4;
+
+// Note [products split by thread]
+// oneDNN 2.6 uses a second thread poorly on this project's products: a batch of small matrices
+// (charlm's 48 attention heads of 64×64×32 in bf16: 0.064 ms on one thread, 0.069 on two) and the
+// Linears' products of a few hundred rows (a weight gradient 128×768×512 in bf16, inside a charlm
+// step: 0.31 ms on one thread and on two). Instead, each thread runs a primitive built for one
+// thread (engine/kernels/onednn.h) on its own share: a contiguous range of the batch's matrices,
+// or of the output's rows (on multiples of 16). Each output element is computed by one thread over
+// the whole of K either way: no sum is split. Measured in tools/bench/README.md, "Products split
+// by thread".
+//
+// Calls share(first, last) on each thread, for contiguous ranges covering [0, count) (boundaries
+// on multiples of `multiple`, the last range to count), and returns whether every share was taken.
+// When products_split_by_thread(count, multiple, work) is false the caller runs one primitive.
+bool products_split_by_thread(int64_t count, int64_t multiple, int64_t work);
+bool shares_by_thread(int64_t count, int64_t multiple, const std::function<bool(int64_t, int64_t)>& share);
 
 // Checks the operands (floating or bf16, same dtype, inner dims, broadcastable batch dims) and plans
 // the product.
