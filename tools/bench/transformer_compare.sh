@@ -24,13 +24,23 @@ peer_step() {  # $1: f32 or bf16, $2: threads; prints the peer's median step in 
 }
 
 # `product_rate THREADS`: the GFLOP/s of the step's products alone, from oneDNN's own timing of each
-# matmul (ONEDNN_VERBOSE) in one more run of ours: 2·M·N·K over the dims "…xMxK:…xKxN:…xMxN".
+# matmul (ONEDNN_VERBOSE) in one more run of ours: 2·M·N·K over the dims "…xMxK:…xKxN:…xMxN". On more
+# than one thread a product runs as concurrent one-thread shares (Note [products split by thread] in
+# engine/kernels/matmul.h), printed as consecutive lines of the same dims: such a run of lines is one
+# product, its time the longest share's.
 product_rate() {
   ONEDNN_VERBOSE=1 "$attograd" --threads "$1" bench transformer --iters "$iters" --precision "$precision" |
-    awk -F, '$1 == "onednn_verbose" && $2 == "exec" && $4 == "matmul" {
+    awk -F, -v threads="$1" '$1 == "onednn_verbose" && $2 == "exec" && $4 == "matmul" {
       split($(NF - 1), dims, ":"); n = split(dims[1], a, "x"); split(dims[3], d, "x")
       flop = 2 * a[n]; for (i in d) flop *= d[i]
-      total += flop; ms += $NF
+      total += flop
+      if (threads > 1 && $(NF - 1) == last_dims && shares < threads) {  # another share of the same product
+        if ($NF > longest) { ms += $NF - longest; longest = $NF }
+        shares++
+      } else {
+        ms += $NF; longest = $NF; shares = 1
+      }
+      last_dims = $(NF - 1)
     } END {printf "%.1f", total / ms / 1e6}'
 }
 
