@@ -56,20 +56,26 @@ bool autocast_products(const Tensor& a, const Tensor& b) {
   return autocast_depth > 0 && a.dtype() == DType::f32 && b.dtype() == DType::f32;
 }
 
-// Without grad mode no node keeps an activation's copy alive, so the tensor itself keeps it.
-Tensor copy_kept_by_the_tensor(const Tensor& x) {
+void attach_bf16_copy(const Tensor& x, const Tensor& copy) {
+  AG_CHECK(x.dtype() == DType::f32 && copy.dtype() == DType::bf16 && copy.shape() == x.shape(),
+           "attach_bf16_copy: expected an f32 tensor and a bf16 copy of its shape, got {} {} and {} {}",
+           dtype_name(x.dtype()), shape_str(x.shape()), dtype_name(copy.dtype()), shape_str(copy.shape()));
   TensorImpl& impl = *x.impl();
-  if (impl.bf16_copy && impl.bf16_copy_version == x.version()) return Tensor(impl.bf16_copy);
-  Tensor copy = to(x, DType::bf16);
   impl.bf16_copy = copy.impl_ptr();
   impl.bf16_copy_version = x.version();
-  return copy;
 }
 
 Tensor autocast_operand(const Tensor& x) {
   if (autocast_depth == 0) return to(x, DType::bf16);
   const bool weight = x.is_leaf() && x.requires_grad();
-  if (!weight && !grad_enabled() && x.dtype() == DType::f32) return copy_kept_by_the_tensor(x);
+  const TensorImpl& impl = *x.impl();
+  if (!weight && impl.bf16_copy && impl.bf16_copy_version == x.version()) return Tensor(impl.bf16_copy);
+  // Without grad mode no node keeps an activation's copy alive, so the tensor itself keeps it.
+  if (!weight && !grad_enabled() && x.dtype() == DType::f32) {
+    Tensor copy = to(x, DType::bf16);
+    attach_bf16_copy(x, copy);
+    return copy;
+  }
   CachedCast& entry = cast_cache[x.impl()];
   if (entry.source.lock() == x.impl_ptr() && entry.version == x.version()) {
     if (entry.held.defined() && entry.held.shape() == x.shape()) return entry.held;

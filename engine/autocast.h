@@ -34,4 +34,9 @@ bool autocast_products(const Tensor& a, const Tensor& b);
 // nodes save it), never keeping it alive itself.
 Tensor autocast_operand(const Tensor& x);
 
+// For an op whose f32 output is a product's operand under autocast (GELU's, before the MLP's second
+// Linear): x's bf16 copy, written by the op in the pass that wrote x, taken by autocast_operand while
+// x keeps its version. x keeps it as long as x lives.
+void attach_bf16_copy(const Tensor& x, const Tensor& copy);
+
 }  // namespace ag

@@ -102,8 +102,9 @@ struct TensorImpl {
   std::weak_ptr<Node> grad_accumulator;  // leaves: the AccumulateGrad node of the live graphs
   std::vector<TensorHook> hooks;         // leaves' hooks (a non-leaf keeps its hooks on grad_fn)
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves only
-  // Autocast's bf16 copy of this tensor made without grad mode (decoding, evaluation), and the version
-  // it was made from: it lives as long as the tensor, so a decoder's cached keys convert once.
+  // Autocast's bf16 copy of this tensor, and the version it was made from: made without grad mode
+  // (decoding, evaluation: a decoder's cached keys convert once), or written by the op that made
+  // the tensor (attach_bf16_copy, engine/autocast.h). It lives as long as the tensor.
   std::shared_ptr<TensorImpl> bf16_copy;
   uint64_t bf16_copy_version = 0;
   Tensor tangent;              // forward mode: the tangent at level tangent_level (engine/forward_ad.h)

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/dtype.h"
 #include "engine/kernels/exp.h"
 #include "engine/kernels/parallel.h"
 
@@ -30,6 +31,18 @@ struct Cdf {
                                                                                     int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * twice_cdf(x[i]).twice_cdf;
+}
+
+// The same values, each also rounded to bf16 as to(out, DType::bf16) rounds it.
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void gelu_with_bf16_range(const float* x,
+                                                                                              float* out,
+                                                                                              uint16_t* out_bf16,
+                                                                                              int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = 0.5f * x[i] * twice_cdf(x[i]).twice_cdf;
+    out_bf16[i] = bf16_bits_from_f32(out[i]);
+  }
 }
 
 // gelu′(x) = Φ(x) + x · φ(x)
@@ -62,6 +75,12 @@ constexpr int64_t kCostPerElement = 24;
 void gelu_erf(const float* x, float* out, int64_t n) {
   parallel_for_ranges(n, kCostPerElement,
                       [&](int64_t begin, int64_t end) { gelu_range(x + begin, out + begin, end - begin); });
+}
+
+void gelu_erf_with_bf16(const float* x, float* out, uint16_t* out_bf16, int64_t n) {
+  parallel_for_ranges(n, kCostPerElement, [&](int64_t begin, int64_t end) {
+    gelu_with_bf16_range(x + begin, out + begin, out_bf16 + begin, end - begin);
+  });
 }
 
 void gelu_erf_derivative(const float* x, float* out, int64_t n) {

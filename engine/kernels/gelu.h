@@ -9,7 +9,10 @@
 
 namespace ag::kernels {
 
-void gelu_erf(const float* x, float* out, int64_t n);             // x · Φ(x)
+void gelu_erf(const float* x, float* out, int64_t n);  // x · Φ(x)
+// x · Φ(x), and the same rounded to bf16 bits (round-to-nearest-even) in the same pass: autocast's
+// operand for the product that reads GELU's output.
+void gelu_erf_with_bf16(const float* x, float* out, uint16_t* out_bf16, int64_t n);
 void gelu_erf_derivative(const float* x, float* out, int64_t n);  // Φ(x) + x · φ(x)
 // grad · (Φ(x) + x · φ(x)) in one pass: the numbers of gelu_erf_derivative, then the product.
 void gelu_erf_backward(const float* grad, const float* x, float* out, int64_t n);

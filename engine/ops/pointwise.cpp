@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/kernels/elementwise.h"
 #include "engine/kernels/gelu.h"
@@ -75,11 +76,19 @@ Tensor gelu_erf_backward(const Tensor& g, const Tensor& x) {
   return dx;
 }
 
-// gelu's forwards: x·Φ(x) (vectorised in f32), and the GPT-2 tanh form.
+// gelu's forwards: x·Φ(x) (vectorised in f32), and the GPT-2 tanh form. Under autocast the f32
+// form also writes its output's bf16 copy, the next Linear's operand, in the same pass.
 Tensor gelu_erf_forward(std::string_view, const Tensor& x) {
   if (x.defined() && x.dtype() == DType::f32) {
     Tensor out = empty(x.shape(), x.dtype());
-    kernels::gelu_erf(x.data<float>(), out.data<float>(), x.numel());  // vectorised
+    if (!autocast_enabled()) {
+      kernels::gelu_erf(x.data<float>(), out.data<float>(), x.numel());  // vectorised
+      return out;
+    }
+    Tensor out_bf16 = empty(x.shape(), DType::bf16);
+    kernels::gelu_erf_with_bf16(x.data<float>(), out.data<float>(),
+                                reinterpret_cast<uint16_t*>(out_bf16.data<BFloat16>()), x.numel());
+    attach_bf16_copy(out, out_bf16);
     return out;
   }
   return unary_kernel("gelu", x, []<typename T>(T v) {

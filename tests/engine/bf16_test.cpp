@@ -304,6 +304,29 @@ TEST(Bf16Autocast, AWeightIsConvertedOncePerVersion) {
   EXPECT_EQ(bits_of(second), bits_of(to(w.detach(), DType::bf16)));
 }
 
+// GELU's output under autocast carries its bf16 copy, written in GELU's own pass: the next
+// product takes it instead of converting again, and it holds the bits a conversion would give,
+// for values on both sides of zero and past erf's tails. A new version of the output drops it.
+TEST(Bf16Autocast, GeluWritesItsOutputsBf16CopyInItsOwnPass) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(3);
+  const Tensor x = mul(randn({37, 29}, DType::f32, gen), full({}, 4.0));  // odd sizes: vector tails
+  AutocastGuard autocast;
+  Tensor y = gelu(x);
+  const std::weak_ptr<TensorImpl> unheld = autocast_operand(y).impl_ptr();
+  EXPECT_FALSE(unheld.expired()) << "GELU's output kept no bf16 copy";
+  const Tensor copy = autocast_operand(y);
+  ASSERT_EQ(copy.dtype(), DType::bf16);
+  EXPECT_EQ(bits_of(copy), bits_of(to(y.detach(), DType::bf16)));
+  {
+    NoGradGuard no_grad;
+    y.mul_(2.0);  // a new version: the copy no longer holds y's values
+  }
+  const Tensor after = autocast_operand(y);
+  EXPECT_NE(after.raw_data(), copy.raw_data());
+  EXPECT_EQ(bits_of(after), bits_of(to(y.detach(), DType::bf16)));
+}
+
 TEST(Bf16Autocast, SecondOrderThroughABf16ProductIsRefused) {
   SKIP_WITHOUT_AVX512_BF16();
   Generator gen(3);
