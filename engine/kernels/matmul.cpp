@@ -311,8 +311,8 @@ bool shares_by_thread(int64_t count, int64_t multiple, const std::function<bool(
 #pragma omp parallel reduction(&& : taken)
   {
     const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
-    const auto boundary = [&](int64_t t) { return t == threads ? count : count * t / threads / multiple * multiple; };
-    const int64_t first = boundary(thread), last = boundary(thread + 1);
+    const int64_t first = share_start(count, thread, threads, multiple);
+    const int64_t last = share_start(count, thread + 1, threads, multiple);
     if (first < last) taken = share(first, last);
   }
   return taken;

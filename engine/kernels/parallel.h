@@ -23,6 +23,12 @@ void parallel_for(int64_t count, int64_t cost_per_item, Body&& body) {
   for (int64_t i = 0; i < count; ++i) body(i);
 }
 
+// Where thread `thread` of `threads` starts its share of [0, count): an even split, each boundary
+// but the last rounded down to a multiple of `multiple`; share_start(count, threads, threads) = count.
+inline int64_t share_start(int64_t count, int64_t thread, int64_t threads, int64_t multiple = 1) {
+  return thread == threads ? count : count * thread / threads / multiple * multiple;
+}
+
 // Calls body(begin, end) on contiguous ranges that cover [0, count): one range per thread, or
 // [0, count) itself when the work is small. For loops that carry state from one index to the
 // next (an odometer over a multi-index) instead of recomputing it per index.
@@ -35,7 +41,7 @@ void parallel_for_ranges(int64_t count, int64_t cost_per_item, Body&& body) {
 #pragma omp parallel
   {
     const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
-    const int64_t begin = count * thread / threads, end = count * (thread + 1) / threads;
+    const int64_t begin = share_start(count, thread, threads), end = share_start(count, thread + 1, threads);
     if (begin < end) body(begin, end);
   }
 }
