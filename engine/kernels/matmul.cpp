@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <exception>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -308,13 +309,21 @@ bool products_split_by_thread(int64_t count, int64_t multiple, int64_t work) {
 
 bool shares_by_thread(int64_t count, int64_t multiple, const std::function<bool(int64_t, int64_t)>& share) {
   bool taken = true;
+  std::exception_ptr failure;  // an exception may not leave an OpenMP region: carried out, then rethrown
 #pragma omp parallel reduction(&& : taken)
   {
     const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
     const int64_t first = share_start(count, thread, threads, multiple);
     const int64_t last = share_start(count, thread + 1, threads, multiple);
-    if (first < last) taken = share(first, last);
+    try {
+      if (first < last) taken = share(first, last);
+    } catch (...) {
+      taken = false;
+#pragma omp critical(shares_by_thread_failure)
+      if (!failure) failure = std::current_exception();
+    }
   }
+  if (failure) std::rethrow_exception(failure);
   return taken;
 }
 

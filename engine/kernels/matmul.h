@@ -38,7 +38,8 @@ inline constexpr int64_t kFewRowsMax = 4;
 // by thread".
 //
 // Calls share(first, last) on each thread, for contiguous ranges covering [0, count) (boundaries
-// on multiples of `multiple`, the last range to count), and returns whether every share was taken.
+// on multiples of `multiple`, the last range to count), and returns whether every share was taken;
+// an exception thrown by a share is rethrown on the calling thread once every share has returned.
 // When products_split_by_thread(count, multiple, work) is false the caller runs one primitive.
 bool products_split_by_thread(int64_t count, int64_t multiple, int64_t work);
 bool shares_by_thread(int64_t count, int64_t multiple, const std::function<bool(int64_t, int64_t)>& share);

@@ -4,6 +4,7 @@
 // 1 and large. Plus the primitive cache: no primitive is created in the steady state.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -126,6 +127,24 @@ TEST(FastPath, ProductsSplitByThreadAgreeWithF64AndWithOneThread) {
     expect_close(two, expected, 1e-5, std::string(dtype_name(dtype)) + " relu(x Wᵀ + b), 200 rows");
     EXPECT_EQ(two.to_vector(), one.to_vector()) << dtype_name(dtype) << " linear";
   }
+}
+
+// A share that throws (oneDNN failing inside a split product) reaches the caller as the exception,
+// after the other shares have run, instead of ending the process from inside the OpenMP region.
+TEST(FastPath, AShareThatThrowsReachesTheCaller) {
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  std::atomic<int> shares_run = 0;
+  const auto throwing_second_share = [&](int64_t first, int64_t) {
+    ++shares_run;
+    if (first > 0) throw Error("share failed");
+    return true;
+  };
+  EXPECT_THROW(shares_by_thread(256, 16, throwing_second_share), Error);
+  EXPECT_EQ(shares_run, 2);
+  EXPECT_FALSE(shares_by_thread(256, 16, [](int64_t first, int64_t) { return first == 0; }));
+  EXPECT_TRUE(shares_by_thread(256, 16, [](int64_t, int64_t) { return true; }));
+  set_num_threads(threads);
 }
 
 TEST(FastPath, ScaledMatmulAgreesWithF64) {
