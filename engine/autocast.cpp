@@ -5,6 +5,8 @@
 #include "engine/autograd.h"
 #include "engine/kernels/bf16.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/index.h"
+#include "engine/ops/shape.h"
 
 namespace ag {
 
@@ -63,6 +65,27 @@ void attach_bf16_copy(const Tensor& x, const Tensor& copy) {
   TensorImpl& impl = *x.impl();
   impl.bf16_copy = copy.impl_ptr();
   impl.bf16_copy_version = x.version();
+}
+
+namespace {
+
+bool keeps_bf16_copies(const Tensor& x) { return autocast_depth > 0 && !grad_enabled() && x.dtype() == DType::f32; }
+
+}  // namespace
+
+Tensor cat_keeping_bf16_copy(const std::vector<Tensor>& parts, int64_t dim) {
+  Tensor out = cat(parts, dim);
+  if (!keeps_bf16_copies(out)) return out;
+  std::vector<Tensor> copies;
+  for (const Tensor& part : parts) copies.push_back(autocast_operand(part));
+  attach_bf16_copy(out, cat(copies, dim));
+  return out;
+}
+
+Tensor index_select_keeping_bf16_copy(const Tensor& x, int64_t dim, const Tensor& index) {
+  Tensor out = index_select(x, dim, index);
+  if (keeps_bf16_copies(out)) attach_bf16_copy(out, index_select(autocast_operand(x), dim, index));
+  return out;
 }
 
 Tensor autocast_operand(const Tensor& x) {

@@ -39,4 +39,11 @@ Tensor autocast_operand(const Tensor& x);
 // x keeps its version. x keeps it as long as x lives.
 void attach_bf16_copy(const Tensor& x, const Tensor& copy);
 
+// A decoder's cache, grown by a position (cat) or with its rows picked (index_select), without grad
+// mode: under autocast the result carries its bf16 copy, built from the inputs' copies (a part's
+// attached copy, or the part converted), so each step converts the new position alone and not the
+// whole cache again. Otherwise, and with grad mode, the plain ops.
+Tensor cat_keeping_bf16_copy(const std::vector<Tensor>& parts, int64_t dim);
+Tensor index_select_keeping_bf16_copy(const Tensor& x, int64_t dim, const Tensor& index);
+
 }  // namespace ag

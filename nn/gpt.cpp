@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
@@ -80,8 +81,8 @@ Tensor CausalSelfAttention::attend_cached(const Tensor& qkv, Tensor& cached_keys
   bool causal = true;
   if (cached_keys.defined()) {  // one new query against every earlier key: nothing to mask
     AG_CHECK(T == 1, "CausalSelfAttention: a filled cache takes one token at a time, got {}", T);
-    k = cat({cached_keys, k}, 2);  // (B, nh, S + 1, hs)
-    v = cat({cached_values, v}, 2);
+    k = cat_keeping_bf16_copy({cached_keys, k}, 2);  // (B, nh, S + 1, hs)
+    v = cat_keeping_bf16_copy({cached_values, v}, 2);
     causal = false;
   }
   cached_keys = k;

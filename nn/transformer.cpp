@@ -2,11 +2,11 @@
 
 #include <cmath>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/dropout.h"
-#include "engine/ops/index.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/pointwise.h"
@@ -79,11 +79,29 @@ void PackedMultiheadAttention::check_input(const Tensor& x) const {
            "MultiheadAttention: expected query, key and value of shape (N, L, {}), got {}", E, shape_or_undefined(x));
 }
 
+std::pair<Tensor, Tensor> PackedMultiheadAttention::unrecorded_projection(int64_t which) const {
+  ProjectionSlices& s = projection_slices_;
+  if (s.weight.lock() != in_proj_weight.impl_ptr() || s.weight_version != in_proj_weight.version() ||
+      s.bias.lock() != in_proj_bias.impl_ptr() || s.bias_version != in_proj_bias.version()) {
+    const int64_t E = in_proj_bias.size(0) / 3;
+    for (int64_t i = 0; i < 3; ++i) {
+      s.weights[static_cast<size_t>(i)] = slice(in_proj_weight, 0, i * E, (i + 1) * E);  // (E, E)
+      s.biases[static_cast<size_t>(i)] = slice(in_proj_bias, 0, i * E, (i + 1) * E);     // (E)
+    }
+    s.weight = in_proj_weight.impl_ptr();
+    s.bias = in_proj_bias.impl_ptr();
+    s.weight_version = in_proj_weight.version();
+    s.bias_version = in_proj_bias.version();
+  }
+  return {s.weights[static_cast<size_t>(which)], s.biases[static_cast<size_t>(which)]};
+}
+
 Tensor PackedMultiheadAttention::project(const Tensor& x, int64_t which) const {
   check_input(x);
   const int64_t E = in_proj_bias.size(0) / 3;
-  const Tensor w = slice(in_proj_weight, 0, which * E, (which + 1) * E);                // (E, E)
-  const Tensor b = slice(in_proj_bias, 0, which * E, (which + 1) * E);                  // (E)
+  const auto [w, b] = grad_enabled() ? std::pair{slice(in_proj_weight, 0, which * E, (which + 1) * E),  // (E, E)
+                                                 slice(in_proj_bias, 0, which * E, (which + 1) * E)}    // (E)
+                                     : unrecorded_projection(which);
   const Tensor projected = linear(x, w, b);                                             // (N, L, E)
   Tensor heads = reshape(projected, {x.size(0), x.size(1), num_heads, E / num_heads});  // (N, L, H, E/H)
   return transpose(heads, 1, 2);                                                        // (N, H, L, E/H)
@@ -187,7 +205,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
 Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, DecoderLayerCache& cache,
                                              const Tensor& memory_key_padding_mask) {
   const auto extend = [](const Tensor& cached, const Tensor& step) {  // (N, H, t, Dh) → (N, H, t + 1, Dh)
-    return cached.defined() ? cat({cached, step}, 2) : step;
+    return cached.defined() ? cat_keeping_bf16_copy({cached, step}, 2) : step;
   };
   cache.self_keys = extend(cache.self_keys, self_attn->project(tgt, 1));
   cache.self_values = extend(cache.self_values, self_attn->project(tgt, 2));
@@ -205,7 +223,7 @@ int64_t DecoderCache::batch() const { return layers.empty() ? 0 : layers[0].memo
 
 void DecoderCache::select(const Tensor& rows) {
   const auto keep = [&](Tensor& t) {
-    if (t.defined()) t = index_select(t, 0, rows);
+    if (t.defined()) t = index_select_keeping_bf16_copy(t, 0, rows);
   };
   for (DecoderLayerCache& layer : layers) {
     keep(layer.self_keys);

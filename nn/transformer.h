@@ -11,7 +11,9 @@
 // A query row with every key hidden gets NaN, as in PyTorch.
 #pragma once
 
+#include <array>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/ops/attention.h"
@@ -67,6 +69,17 @@ class PackedMultiheadAttention : public Callable<PackedMultiheadAttention> {
                            const Tensor& attn_mask) const;
   Tensor output(const Attention& attention, const Tensor& query);
 
+  // W_q, W_k, W_v (which 0, 1, 2) and their biases without grad mode (decoding): sliced once per
+  // version of in_proj_weight and in_proj_bias, not at every step (a slice is a copy, and under
+  // autocast its bf16 copy one more conversion).
+  std::pair<Tensor, Tensor> unrecorded_projection(int64_t which) const;
+
+  struct ProjectionSlices {
+    std::weak_ptr<TensorImpl> weight, bias;  // the in_proj_weight and in_proj_bias they were sliced from
+    uint64_t weight_version = 0, bias_version = 0;
+    std::array<Tensor, 3> weights, biases;
+  };
+  mutable ProjectionSlices projection_slices_;
   Generator* gen_;
   Tensor weights_;
 };

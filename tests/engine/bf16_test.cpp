@@ -327,6 +327,33 @@ TEST(Bf16Autocast, GeluWritesItsOutputsBf16CopyInItsOwnPass) {
   EXPECT_EQ(bits_of(after), bits_of(to(y.detach(), DType::bf16)));
 }
 
+// A decoder's cache grown by a position, or with its rows picked, carries its bf16 copy built from
+// the parts' copies (so a step converts the new position alone): the same bits as converting the
+// result, kept by the result; with grad mode, the plain ops.
+TEST(Bf16Autocast, ACacheGrownOrPickedKeepsItsBf16Copy) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(4);
+  const Tensor cached = randn({3, 2, 5, 4}, DType::f32, gen), step = randn({3, 2, 1, 4}, DType::f32, gen);
+  const Tensor rows = full({4}, 0.0, DType::i64);
+  rows.data<int64_t>()[0] = 2, rows.data<int64_t>()[2] = 1;  // rows 2, 0, 1, 0
+  AutocastGuard autocast;
+  {
+    NoGradGuard no_grad;
+    const Tensor grown = cat_keeping_bf16_copy({cached, step}, 2);  // (3, 2, 6, 4)
+    const Tensor picked = index_select_keeping_bf16_copy(grown, 0, rows);
+    EXPECT_EQ(grown.to_vector(), cat({cached, step}, 2).to_vector());
+    EXPECT_EQ(picked.to_vector(), index_select(grown, 0, rows).to_vector());
+    for (const Tensor& x : {grown, picked}) {
+      const std::weak_ptr<TensorImpl> unheld = autocast_operand(x).impl_ptr();
+      EXPECT_FALSE(unheld.expired()) << shape_str(x.shape()) << " kept no bf16 copy";
+      EXPECT_EQ(bits_of(autocast_operand(x)), bits_of(to(x.detach(), DType::bf16))) << shape_str(x.shape());
+    }
+  }
+  const Tensor recorded = cat_keeping_bf16_copy({cached, step}, 2);  // grad mode: no copy kept
+  const std::weak_ptr<TensorImpl> unheld = autocast_operand(recorded).impl_ptr();
+  EXPECT_TRUE(unheld.expired()) << "a copy was kept with grad mode on";
+}
+
 TEST(Bf16Autocast, SecondOrderThroughABf16ProductIsRefused) {
   SKIP_WITHOUT_AVX512_BF16();
   Generator gen(3);

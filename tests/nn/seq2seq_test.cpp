@@ -13,6 +13,7 @@
 #include "engine/ops/shape.h"
 #include "nn/transformer.h"
 #include "seeds/seed004.h"
+#include "tests/golden_util.h"
 #include "tests/test_util.h"
 
 namespace ag::nn {
@@ -125,6 +126,29 @@ TEST(Seq2SeqProperties, TransformerDecoderIsCausal) {
     const Tensor changed = model.forward(src, with_new_future(tgt, t + 1, gen), masks);
     EXPECT_EQ(positions(changed, 0, t + 1), positions(out, 0, t + 1)) << "outputs ≤ " << t << " changed";
     EXPECT_NE(positions(changed, t + 1, 5), positions(out, t + 1, 5));
+  }
+}
+
+// Decoding step by step (DecoderCache) gives the causal forward's rows, and still does after the
+// projections' weights change in place (an optimizer step between evaluations): the decoder's
+// projections, sliced once per version of in_proj_weight and in_proj_bias, are sliced again.
+TEST(Seq2SeqProperties, TransformerDecoderStepsGiveTheForwardsRowsAfterAWeightUpdate) {
+  Generator gen(6);
+  Transformer model = small_transformer(gen);
+  model.eval();
+  const Tensor memory = randn({2, 4, 8}, DType::f32, gen);
+  const Tensor tgt = randn({2, 5, 8}, DType::f32, gen);
+  NoGradGuard no_grad;
+  for (const char* when : {"before", "after"}) {
+    const Tensor full = model.decoder->forward(tgt, memory, causal_mask(5));  // (2, 5, 8)
+    DecoderCache cache = model.decoder->start(memory);
+    for (int64_t t = 0; t < 5; ++t)
+      expect_close(model.decoder->forward_step(slice(tgt, 1, t, t + 1), cache), slice(full, 1, t, t + 1),
+                   std::string(when) + " the update, position " + std::to_string(t), 1e-5);
+    for (auto& layer : *model.decoder->layers) {
+      layer->self_attn->in_proj_weight.add_(mul(ones_like(layer->self_attn->in_proj_weight), 0.05), 1.0);
+      layer->multihead_attn->in_proj_bias.add_(mul(ones_like(layer->multihead_attn->in_proj_bias), -0.1), 1.0);
+    }
   }
 }
 
