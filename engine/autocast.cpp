@@ -94,7 +94,7 @@ Tensor autocast_operand(const Tensor& x) {
   const TensorImpl& impl = *x.impl();
   if (!weight && impl.bf16_copy && impl.bf16_copy_version == x.version()) return Tensor(impl.bf16_copy);
   // Without grad mode no node keeps an activation's copy alive, so the tensor itself keeps it.
-  if (!weight && !grad_enabled() && x.dtype() == DType::f32) {
+  if (!weight && keeps_bf16_copies(x)) {
     Tensor copy = to(x, DType::bf16);
     attach_bf16_copy(x, copy);
     return copy;

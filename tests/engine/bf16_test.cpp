@@ -304,6 +304,17 @@ TEST(Bf16Autocast, AWeightIsConvertedOncePerVersion) {
   EXPECT_EQ(bits_of(second), bits_of(to(w.detach(), DType::bf16)));
 }
 
+// x (f32, under autocast) carries a bf16 copy that lives without anything else holding it, and
+// autocast_operand gives it: the bits to(x, DType::bf16) would give. Returns the copy.
+Tensor expect_keeps_its_bf16_copy(const Tensor& x, const std::string& what) {
+  const std::weak_ptr<TensorImpl> unheld = autocast_operand(x).impl_ptr();
+  EXPECT_FALSE(unheld.expired()) << what << " kept no bf16 copy";
+  const Tensor copy = autocast_operand(x);
+  EXPECT_EQ(copy.dtype(), DType::bf16) << what;
+  EXPECT_EQ(bits_of(copy), bits_of(to(x.detach(), DType::bf16))) << what;
+  return copy;
+}
+
 // GELU's output under autocast carries its bf16 copy, written in GELU's own pass: the next
 // product takes it instead of converting again, and it holds the bits a conversion would give,
 // for values on both sides of zero and past erf's tails. A new version of the output drops it.
@@ -313,11 +324,7 @@ TEST(Bf16Autocast, GeluWritesItsOutputsBf16CopyInItsOwnPass) {
   const Tensor x = mul(randn({37, 29}, DType::f32, gen), full({}, 4.0));  // odd sizes: vector tails
   AutocastGuard autocast;
   Tensor y = gelu(x);
-  const std::weak_ptr<TensorImpl> unheld = autocast_operand(y).impl_ptr();
-  EXPECT_FALSE(unheld.expired()) << "GELU's output kept no bf16 copy";
-  const Tensor copy = autocast_operand(y);
-  ASSERT_EQ(copy.dtype(), DType::bf16);
-  EXPECT_EQ(bits_of(copy), bits_of(to(y.detach(), DType::bf16)));
+  const Tensor copy = expect_keeps_its_bf16_copy(y, "GELU's output");
   {
     NoGradGuard no_grad;
     y.mul_(2.0);  // a new version: the copy no longer holds y's values
@@ -343,11 +350,8 @@ TEST(Bf16Autocast, ACacheGrownOrPickedKeepsItsBf16Copy) {
     const Tensor picked = index_select_keeping_bf16_copy(grown, 0, rows);
     EXPECT_EQ(grown.to_vector(), cat({cached, step}, 2).to_vector());
     EXPECT_EQ(picked.to_vector(), index_select(grown, 0, rows).to_vector());
-    for (const Tensor& x : {grown, picked}) {
-      const std::weak_ptr<TensorImpl> unheld = autocast_operand(x).impl_ptr();
-      EXPECT_FALSE(unheld.expired()) << shape_str(x.shape()) << " kept no bf16 copy";
-      EXPECT_EQ(bits_of(autocast_operand(x)), bits_of(to(x.detach(), DType::bf16))) << shape_str(x.shape());
-    }
+    expect_keeps_its_bf16_copy(grown, "the grown cache");
+    expect_keeps_its_bf16_copy(picked, "the picked rows");
   }
   const Tensor recorded = cat_keeping_bf16_copy({cached, step}, 2);  // grad mode: no copy kept
   const std::weak_ptr<TensorImpl> unheld = autocast_operand(recorded).impl_ptr();
