@@ -85,16 +85,21 @@ expect "stdin: it is named on stderr, with its character" \
 expect "stdin: the others are pronounced" cmp -s "$work/mixed.tsv" <(grep -E "^(cat|dogs)	" "$work/args.tsv")
 check "a capital the model does not know is read as the small letter it knows" 0 \
   "Cat	$(grep "^cat	" "$work/args.tsv" | cut -f2)" -- "${predict[@]}" --format tsv Cat
-coproc stream { "${predict[@]}" --format tsv 2>"$work/stream.err"; }
-echo cat >&"${stream[1]}"
-first="" && IFS= read -r -t 120 first <&"${stream[0]}"
+# The stream runs behind two FIFOs the test owns: bash closes a coprocess's descriptors as soon as
+# it exits, so a reply written just before exiting could not be read from a coproc reliably.
+mkfifo "$work/to_stream" "$work/from_stream"
+"${predict[@]}" --format tsv <"$work/to_stream" >"$work/from_stream" 2>"$work/stream.err" &
+stream_pid=$!
+exec {to_stream}>"$work/to_stream" {from_stream}<"$work/from_stream"
+echo cat >&"$to_stream"
+first="" && IFS= read -r -t 120 first <&"$from_stream"
 expect "stdin: a word's line comes before stdin ends" test "$first" = "$(head -n 1 "$work/args.tsv")"
-to_stream="${stream[1]}" && from_stream="${stream[0]}" && stream_pid="$stream_PID"
 echo dogs >&"$to_stream"
 exec {to_stream}>&-
 second="" && IFS= read -r -t 120 second <&"$from_stream"
 wait "$stream_pid"
 expect "stdin: the next word after it, exit 0 at the end" test "$?" -eq 0 -a "$second" = "$(sed -n 2p "$work/args.tsv")"
+exec {from_stream}<&-
 
 # SIGTERM during a run: exit 143, the step is saved, and --resume ends as an uninterrupted run.
 "${g2p[@]}" --epochs 40 --out "$work/straight" >/dev/null 2>&1
