@@ -4,7 +4,29 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/kernels/exp.h"
+#include "engine/kernels/reduce.h"
+
 namespace ag {
+
+namespace {
+
+// Σ_j e^(row[j] − max) over a row whose largest value is max, added in double in eight lanes
+// (sum_in_lanes). An f32 row's exponentials are taken in f32 (exp_or_zero, which the compiler
+// vectorises, where libm's exp is a scalar call per logit, 2% of a charlm step); an f64 row's in
+// double.
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] double sum_exp_below(const float* row, float max,
+                                                                                         int64_t n) {
+  return sum_in_lanes(
+      row, n, [max](double v) __attribute__((always_inline)) {
+        return static_cast<double>(kernels::exp_or_zero(static_cast<float>(v) - max));
+      });
+}
+double sum_exp_below(const double* row, double max, int64_t n) {
+  return sum_in_lanes(row, n, [max](double v) { return std::exp(v - max); });
+}
+
+}  // namespace
 
 Tensor cross_entropy_kernel(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
                             int64_t count, double label_smoothing) {
@@ -18,10 +40,9 @@ Tensor cross_entropy_kernel(const Tensor& logits, const Tensor& target, int64_t 
     parallel_for(rows, 2 * classes, [&](int64_t r) {
       if (pt[r] == ignore_index) return;
       const T* row = px + r * classes;
-      double m = row[0];
-      for (int64_t j = 1; j < classes; ++j) m = std::max(m, double(row[j]));
-      double s = 0;
-      for (int64_t j = 0; j < classes; ++j) s += std::exp(row[j] - m);
+      T max = row[0];
+      for (int64_t j = 1; j < classes; ++j) max = std::max(max, row[j]);
+      const double m = max, s = sum_exp_below(row, max, classes);
       // -log_softmax(row)[target] = (max - row[target]) + log Σ: the difference first, as in
       // log_softmax, so that huge logits ([1e300, 1e300, 0]) keep their log 2.
       const double log_sum = std::log(s);

@@ -34,7 +34,7 @@ double lanes_total(const Lanes& v) {
 // added in a fixed order at the end: independent sums the compiler vectorises, and the same bits
 // on any machine and thread count.
 template <typename T, typename F>
-double sum_in_lanes(const T* p, int64_t n, F f) {
+[[gnu::always_inline]] inline double sum_in_lanes(const T* p, int64_t n, F f) {
   constexpr int64_t kLanes = 8;
   double lanes[kLanes] = {};
   int64_t i = 0;

@@ -252,6 +252,32 @@ TEST(Loss, CrossEntropyIsStableAtHugeLogits) {
   expect_values(cross_entropy(logits, tensor({0, 2}, {2}, DType::i64), -100, Reduction::none), {0, 2000});
 }
 
+// f32 rows take their exponentials in f32, eight lanes at a time (engine/kernels/loss.cpp); f64 rows
+// in double. Rows of 83 logits (a charlm's vocabulary: ten lanes' worth and a tail of three), spread
+// over ±30, one row with masked (-inf) logits, with and without label smoothing: the f32 losses are
+// the f64 losses of the same values to within f32's rounding.
+TEST(Loss, CrossEntropyInF32AgreesWithF64OverWideRows) {
+  Generator gen(5);
+  Tensor logits = mul(randn({4, 83}, DType::f32, gen), 10.0);
+  for (int64_t j : {0, 40, 81}) logits.set({2, j}, -INFINITY);  // smoothed: an infinite loss
+  logits.set({2, 82}, -200.0);                                  // e^-200: below f32's exponentials
+  logits.set({3, 82}, 45.0);                                    // the largest logit in the tail
+  const Tensor target = tensor({82, 7, 1, 82}, {4}, DType::i64);
+  for (double smoothing : {0.0, 0.1}) {
+    const std::vector<double> in_f32 = cross_entropy(logits, target, -100, Reduction::none, smoothing).to_vector();
+    const std::vector<double> in_f64 =
+        cross_entropy(to(logits, f64), target, -100, Reduction::none, smoothing).to_vector();
+    for (size_t r = 0; r < in_f64.size(); ++r) {
+      if (std::isinf(in_f64[r])) {
+        EXPECT_EQ(in_f32[r], in_f64[r]) << "row " << r << ", smoothing " << smoothing;
+      } else {
+        EXPECT_NEAR(in_f32[r], in_f64[r], 4e-7 * std::max(1.0, std::abs(in_f64[r])))
+            << "row " << r << ", smoothing " << smoothing;
+      }
+    }
+  }
+}
+
 TEST(Loss, SecondDerivativesMatchTorch) {
   // float64, x and t as in CrossEntropyMatchesTorchWithIgnoreIndex, u as below:
   //   gx, = torch.autograd.grad(F.cross_entropy(x, t), (x,), create_graph=True)
