@@ -356,7 +356,7 @@ TEST(Parity, F32IsWithinFourTimesPyTorchsOwnF32Error) {
   }
   std::printf("parity f32: %d cases; worst relative error against f64, attograd vs PyTorch:\n", count);
   std::printf("| op | attograd f32 | PyTorch f32 |\n|---|---|---|\n");
-  for (const auto& [op, e] : table) std::printf("| %s | %.2g | %.2g |\n", op.c_str(), e.first, e.second);
+  for (const auto& [op, e] : table) std::printf("| %s | %.1e | %.1e |\n", op.c_str(), e.first, e.second);
 }
 
 TEST(Parity, EveryRegisteredOpHasCasesOrAReason) {
