@@ -134,9 +134,10 @@ std::string as_text(std::string_view bytes, const std::string& source) {
 std::vector<std::string> split_lines(std::string_view text) {
   std::vector<std::string> lines;
   while (!text.empty()) {
-    const size_t end = std::min(text.find('\n'), text.size());
+    const size_t end = std::min(text.find_first_of("\r\n"), text.size());
     lines.emplace_back(text.substr(0, end));
-    text.remove_prefix(std::min(end + 1, text.size()));
+    const bool crlf = end + 1 < text.size() && text[end] == '\r' && text[end + 1] == '\n';
+    text.remove_prefix(std::min(end + (crlf ? 2 : 1), text.size()));
   }
   return lines;
 }

@@ -45,7 +45,8 @@ std::string read_text_file(const std::string& path);
 // (an error names `source`, the line and the byte offset), CRLF and CR line endings turned into LF.
 std::string as_text(std::string_view bytes, const std::string& source);
 
-// The lines of LF-separated text (a last line without its newline counts; no empty last line).
+// The lines of text, each ended by LF, CR LF or a lone CR (a last line without its line end counts;
+// no empty last line).
 std::vector<std::string> split_lines(std::string_view text);
 
 // Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).

@@ -91,9 +91,9 @@ class LineStream {
   explicit LineStream(int fd) : fd_(fd) {}
 
   // Waits until at least one whole line has come, then returns every whole line read so far (the
-  // last line too once the input has ended), without its LF or CR LF, and a byte order mark at the
-  // very start dropped; no lines only at the end of the input. Reads 4 KiB at most at a time, so a
-  // long input comes in batches of a few hundred words.
+  // last line too once the input has ended), without its LF, CR LF or lone CR (as files are read:
+  // tasks::as_text), and a byte order mark at the very start dropped; no lines only at the end of
+  // the input. Reads 4 KiB at most at a time, so a long input comes in batches of a few hundred words.
   std::vector<std::string> next() {
     std::array<char, 4096> buffer{};
     while (!ended_) {
@@ -102,15 +102,13 @@ class LineStream {
       AG_CHECK(n >= 0, "predict g2p: reading stdin: {}", std::strerror(errno));
       pending_.append(buffer.data(), static_cast<size_t>(n));
       ended_ = n == 0;
-      const size_t cut = ended_ ? pending_.size() : pending_.rfind('\n') + 1;  // npos + 1 = 0: no whole line
+      const size_t cut = whole_lines_end();
       AG_CHECK(cut > 0 || pending_.size() <= kLongestLine,
                "predict g2p: stdin has more than {} bytes without a line break; expected one word per line",
                kLongestLine);
       if (cut == 0) continue;
       std::vector<std::string> lines = tasks::split_lines(std::string_view(pending_).substr(0, cut));
       pending_.erase(0, cut);
-      for (std::string& line : lines)
-        if (line.ends_with('\r')) line.pop_back();
       if (!started_ && !lines.empty() && lines[0].starts_with("\xEF\xBB\xBF")) lines[0].erase(0, 3);
       started_ = true;
       return lines;
@@ -119,9 +117,20 @@ class LineStream {
   }
 
  private:
+  // Where the whole lines read so far end: after the last LF or CR (all of it once the input has
+  // ended; 0 when no line is whole). A CR that ends what has come so far waits for the next read,
+  // which may start with its CR LF's LF.
+  size_t whole_lines_end() const {
+    if (ended_) return pending_.size();
+    size_t end = pending_.find_last_of("\r\n");
+    if (end != std::string::npos && end + 1 == pending_.size() && pending_[end] == '\r')
+      end = end == 0 ? std::string::npos : pending_.find_last_of("\r\n", end - 1);
+    return end == std::string::npos ? 0 : end + 1;
+  }
+
   static constexpr size_t kLongestLine = size_t{1} << 20;
   int fd_;
-  std::string pending_;  // the start of a line whose LF has not come yet
+  std::string pending_;  // the start of a line whose line end has not come yet
   bool started_ = false, ended_ = false;
 };
 

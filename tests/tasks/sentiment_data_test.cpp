@@ -123,6 +123,8 @@ TEST(TasksText, LineEndingsAndAByteOrderMarkReadAsPlainLines) {
   EXPECT_EQ(tasks::as_text("x\xef\xbb\xbf", "t"), "x\xef\xbb\xbf");  // only a leading mark is dropped
   EXPECT_EQ(tasks::split_lines("a\n\nb\n"), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(tasks::split_lines("a"), (std::vector<std::string>{"a"}));
+  // split_lines reads the three line ends itself (predict's stdin is split without as_text).
+  EXPECT_EQ(tasks::split_lines("a\rb\r\nc\n\r\r\nd\r"), (std::vector<std::string>{"a", "b", "c", "", "", "d"}));
   // 50 CR-only lines are 50 examples, not one.
   std::string cr_only;
   for (int i = 0; i < 50; ++i) cr_only += (i % 2 ? "1\tgood " : "0\tbad ") + std::to_string(i) + "\r";

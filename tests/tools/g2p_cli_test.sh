@@ -78,6 +78,8 @@ expect "stdin: as the arguments" cmp -s "$work/args.tsv" "$work/stdin.tsv"
 printf '\xef\xbb\xbfcat\r\ndogs\r\n\ntigers\nowl\n\nyaking' | "${predict[@]}" --format json >"$work/stdin.json"
 expect "stdin with CR LF, a BOM, empty lines, no last newline: as the arguments" \
   cmp -s "$work/args.json" "$work/stdin.json"
+printf 'cat\rdogs\r\rtigers\rowl\r\nyaking\r' | "${predict[@]}" --format json >"$work/stdin_cr.json"
+expect "stdin with lone CRs (old Mac lines) among CR LF: as the arguments" cmp -s "$work/args.json" "$work/stdin_cr.json"
 printf 'cat\nQuail\n\ndogs\n' | "${predict[@]}" --format tsv >"$work/mixed.tsv" 2>"$work/mixed.err"
 expect "stdin: a word the model cannot read gives exit 1" test "$?" -eq 1
 expect "stdin: it is named on stderr, with its character" \
