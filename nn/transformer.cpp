@@ -136,13 +136,13 @@ AttentionOptions PackedMultiheadAttention::options(int64_t N, int64_t T, int64_t
   check_mask("MultiheadAttention", "key_padding_mask", key_padding_mask, {N, S});
   AttentionOptions o{.key_padding_mask = key_padding_mask,
                      .dropout_p = is_training() ? dropout : 0.0,
-                     .need_weights = true,
+                     .need_weights = !is_training(),  // kept for inspection in eval mode: attention_weights()
                      .masked_rows = masked_rows};
   if (attn_mask.defined()) o.attn_mask = logical_not(attn_mask);  // sdpa's attn_mask: true = takes part
   return o;
 }
 
-// The heads' output (N, H, T, Dh) merged (N, T, E) through out_proj; keeps the weights.
+// The heads' output (N, H, T, Dh) merged (N, T, E) through out_proj; keeps the weights (eval mode).
 Tensor PackedMultiheadAttention::output(const Attention& attention, const Tensor& query) {
   weights_ = attention.weights;
   Tensor context = transpose(attention.output, 1, 2);                         // (N, T, H, Dh)

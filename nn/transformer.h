@@ -47,7 +47,10 @@ class PackedMultiheadAttention : public Callable<PackedMultiheadAttention> {
                  const Tensor& attn_mask = {});
   std::string type_name() const override { return "MultiheadAttention"; }
 
-  const Tensor& attention_weights() const { return weights_; }  // the last ones (N, H, T, S), detached
+  // The last forward's weights (N, H, T, S), detached, in eval mode; undefined after a training forward,
+  // which does not compute them (as PyTorch's Transformer layers, which pass need_weights=False): under
+  // autocast its softmax then writes the product's bf16 operand in its own pass.
+  const Tensor& attention_weights() const { return weights_; }
 
   // x (N, L, E) through W_q (which 0), W_k (1) or W_v (2), split into heads → (N, H, L, E/H).
   Tensor project(const Tensor& x, int64_t which) const;

@@ -99,7 +99,44 @@ MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const Attentio
     });
   Tensor weights = softmax_forward(scores, -1, false);  // (B, H, T, S)
   if (p.zero_masked_rows && empty_rows.defined()) weights = masked_fill_kernel(weights, empty_rows, 0.0);
-  return {weights, empty_rows};
+  return {weights, empty_rows, Tensor()};
+}
+
+MaskedWeights attention_weights_with_operand(const Tensor& q, const Tensor& k, const AttentionPlan& p,
+                                             const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                             const Tensor& keep) {
+  AG_CHECK(p.bf16 && (!keep.defined() || keep.dtype() == DType::f32),
+           "attention_weights_with_operand: expected an autocast plan and an f32 dropout mask");
+  Tensor weights = attention_product(p, q, k, false, true, p.scale);  // (B, H, T, S): the scores, then in place
+  Tensor operand = empty(weights.shape(), DType::bf16);               // (B, H, T, S)
+  const bool masked = p.causal || attn_mask.defined() || key_padding_mask.defined();
+  const kernels::FlashProblem<float> problem = flash_problem<float>(p, attn_mask, key_padding_mask);
+  const int64_t rows = p.B * p.H * p.T, S = p.S;
+  Tensor empty_rows = masked ? empty({p.B, p.H, p.T, 1}, DType::b8) : Tensor();
+  bool* empty_row = masked ? empty_rows.data<bool>() : nullptr;
+  float* w = weights.data<float>();
+  const float* kept = keep.defined() ? keep.data<float>() : nullptr;
+  BFloat16* bits = operand.data<BFloat16>();
+  const int64_t rows_at_once = std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1));  // a block in L1
+  parallel_for_ranges(rows, 8 * S, [&](int64_t first, int64_t last) {
+    for (int64_t begin = first; begin < last; begin += rows_at_once) {
+      const int64_t end = std::min(last, begin + rows_at_once);
+      for (int64_t row = begin; masked && row < end; ++row) {
+        float* s = w + row * S;  // (S)
+        kernels::mask_scores(problem, s, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, S);
+        empty_row[row] = std::all_of(s, s + S, [](float v) { return v == -std::numeric_limits<float>::infinity(); });
+      }
+      softmax_rows_in_place_with_bf16(w + begin * S, kept ? kept + begin * S : nullptr, bits + begin * S, end - begin,
+                                      S);
+      for (int64_t row = begin; masked && p.zero_masked_rows && row < end; ++row)
+        if (empty_row[row]) {
+          std::fill(w + row * S, w + (row + 1) * S, 0.0f);
+          std::fill(bits + row * S, bits + (row + 1) * S, BFloat16());
+        }
+    }
+  });
+  if (!masked || std::none_of(empty_row, empty_row + rows, [](bool e) { return e; })) empty_rows = Tensor();
+  return {weights, empty_rows, operand};
 }
 
 // The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.

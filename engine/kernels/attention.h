@@ -43,12 +43,19 @@ std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const A
 struct MaskedWeights {
   Tensor weights;     // (B, H, T, S)
   Tensor empty_rows;  // (B, H, T, 1) b8
+  Tensor operand;     // (B, H, T, S) bf16: weights ⊙ keep rounded, from attention_weights_with_operand
 };
 
 // weights = softmax(scale · q @ kᵀ, masked), (B, H, T, S); rows with every key masked are NaN, or
 // zero under MaskedRows::zero.
 MaskedWeights attention_weights(const Tensor& q, const Tensor& k, const AttentionPlan& p, const Tensor& attn_mask,
                                 const Tensor& key_padding_mask);
+// The same under autocast (p.bf16), with the product's bf16 operand: weights ⊙ keep (the dropout
+// mask, if defined, of the weights' shape) rounded. The masks, the softmax and the rounding run in
+// one pass over each block of rows while it is in cache.
+MaskedWeights attention_weights_with_operand(const Tensor& q, const Tensor& k, const AttentionPlan& p,
+                                             const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                             const Tensor& keep);
 // The masks as one additive (B, H, T, S) tensor: 0, -inf where masked, or attn_mask's values.
 Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mask, const Tensor& key_padding_mask);
 // (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);

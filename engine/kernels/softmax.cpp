@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "engine/kernels/bf16.h"
@@ -74,28 +75,78 @@ bool softmax_onednn(const Tensor& x, Tensor& y, const RowView& p) {
 // element (tools/bench/README.md, "Thresholds").
 constexpr int64_t kShortRowMax = 16;
 
-// y = e^(x − max) / Σ along each row, e^ inlined and exact 0 for -inf (kernels/exp.h, about 1 ulp
-// from libm's), Σ in double and in order as in the loops above. Rows this short give a vector
-// loop nothing to do, so the exponentials run as one loop over the whole block of rows.
-[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void softmax_short_rows(const float* x, float* y,
-                                                                                            int64_t first, int64_t last,
-                                                                                            int64_t size) {
-  for (int64_t row = first; row < last; ++row) {  // y = x − max (skipping NaN: e^(NaN − max) stays NaN)
-    const float* in = x + row * size;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t k = 0; k < size; ++k) max = std::max(max, in[k]);
-    for (int64_t k = 0; k < size; ++k) y[row * size + k] = in[k] - max;  // all -inf: -inf + inf = NaN
+// The largest of a row's n entries, skipping NaN as std::max does (e^(NaN − max) then stays NaN): in
+// order on short rows, in 16 lanes on longer ones (no loop of std::max over a row vectorises).
+[[gnu::always_inline]] inline float row_max(const float* x, int64_t n) {
+  typedef float Lanes __attribute__((vector_size(64), aligned(alignof(float))));
+  constexpr int64_t kLanes = 16;
+  float max = -std::numeric_limits<float>::infinity();
+  int64_t k = 0;
+  if (n >= 2 * kLanes) {
+    Lanes lanes;
+    std::memcpy(&lanes, x, sizeof lanes);
+    for (k = kLanes; k + kLanes <= n; k += kLanes) {
+      Lanes v;
+      std::memcpy(&v, x + k, sizeof v);
+      lanes = v > lanes ? v : lanes;
+    }
+    for (int64_t l = 0; l < kLanes; ++l) max = std::max(max, lanes[l]);
   }
-  float* block = y + first * size;
-  const int64_t count = (last - first) * size;
+  for (; k < n; ++k) max = std::max(max, x[k]);
+  return max;
+}
+
+// Σ of a row's n entries in double: in order on rows up to kShortRowMax, vectorised on longer ones.
+[[gnu::always_inline]] inline double row_total(const float* x, int64_t n) {
+  double total = 0;
+  if (n <= kShortRowMax) {
+    for (int64_t k = 0; k < n; ++k) total += x[k];
+    return total;
+  }
+#pragma omp simd reduction(+ : total)
+  for (int64_t k = 0; k < n; ++k) total += x[k];
+  return total;
+}
+
+// y = e^(x − max) / Σ along rows [first, last), e^ inlined and exact 0 for -inf (kernels/exp.h,
+// about 1 ulp from libm's), Σ in double. Each step runs as one vector loop over a block of rows in
+// L1 (short rows give a loop over one row nothing to do). With `operand`, each weight, times keep's
+// (if not null), is also rounded to bf16 in the block's last loop. x may be y.
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void softmax_rows(const float* x, float* y,
+                                                                                      int64_t first, int64_t last,
+                                                                                      int64_t size,
+                                                                                      const float* keep = nullptr,
+                                                                                      uint16_t* operand = nullptr) {
+  const int64_t rows_per_block = std::max<int64_t>(1, 4096 / std::max<int64_t>(size, 1));
+  for (int64_t begin = first; begin < last; begin += rows_per_block) {
+    const int64_t end = std::min(last, begin + rows_per_block);
+    for (int64_t row = begin; row < end; ++row) {
+      const float max = row_max(x + row * size, size);
+      const float* in = x + row * size;
+      float* out = y + row * size;
 #pragma omp simd
-  for (int64_t i = 0; i < count; ++i) block[i] = kernels::exp_or_zero(block[i]);
-  for (int64_t row = first; row < last; ++row) {
-    float* out = y + row * size;
-    double total = 0;
-    for (int64_t k = 0; k < size; ++k) total += out[k];
-    const float scale = static_cast<float>(1 / total);
-    for (int64_t k = 0; k < size; ++k) out[k] *= scale;
+      for (int64_t k = 0; k < size; ++k) out[k] = in[k] - max;  // all -inf: -inf + inf = NaN
+    }
+    float* block = y + begin * size;
+    const int64_t count = (end - begin) * size;
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) block[i] = kernels::exp_or_zero(block[i]);
+    for (int64_t row = begin; row < end; ++row) {
+      float* out = y + row * size;
+      const float scale = static_cast<float>(1 / row_total(out, size));
+#pragma omp simd
+      for (int64_t k = 0; k < size; ++k) out[k] *= scale;
+    }
+    if (operand == nullptr) continue;
+    uint16_t* bits = operand + begin * size;
+    if (keep == nullptr) {
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) bits[i] = bf16_bits_from_f32(block[i]);
+    } else {
+      const float* kept = keep + begin * size;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) bits[i] = bf16_bits_from_f32(block[i] * kept[i]);
+    }
   }
 }
 
@@ -105,7 +156,7 @@ Tensor run_softmax(std::string_view op, const Tensor& x, const RowView& p, bool 
   if (!log && x.dtype() == DType::f32 && p.inner == 1 && p.size <= kShortRowMax) {
     Tensor y = empty(x.shape(), x.dtype());
     parallel_for_ranges(p.outer, 8 * p.size, [&](int64_t first, int64_t last) {
-      softmax_short_rows(x.data<float>(), y.data<float>(), first, last, p.size);
+      softmax_rows(x.data<float>(), y.data<float>(), first, last, p.size);
     });
     return y;
   }
@@ -185,6 +236,10 @@ Tensor softmax_backward_data(const Tensor& y, const Tensor& g, int64_t dim) {
     });
   });
   return dx;
+}
+
+void softmax_rows_in_place_with_bf16(float* x, const float* keep, BFloat16* operand, int64_t count, int64_t size) {
+  softmax_rows(x, x, 0, count, size, keep, reinterpret_cast<uint16_t*>(operand));
 }
 
 Tensor softmax_backward_to_bf16(const Tensor& y, const Tensor& g, const Tensor& keep) {

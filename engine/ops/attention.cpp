@@ -179,13 +179,15 @@ Tensor score_gradient(const AttentionPlan& p, const Tensor& w, const Tensor& dwd
 // softmax_backward, an op of its own) so that the second order differentiates this same formula.
 // The streaming kernel's fused backward (attention_backward_streaming) is this formula computed
 // block by block without the (T, S) weights: an implementation detail, used when nothing records.
+// `saved_operand`: the forward's bf16 Wd under autocast, if it kept it (undefined otherwise).
 std::vector<Tensor> attention_backward(const Tensor& grad, const std::vector<Tensor>& saved, Needs needs,
                                        const AttentionPlan& p, const Tensor& saved_weights, const Tensor& keep,
-                                       const Tensor& empty_rows) {
+                                       const Tensor& empty_rows, const Tensor& saved_operand) {
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v, with W = softmax(…), Wd = W ⊙ keep
   const Tensor g = backward_operand(p, grad);                              // (B, H, T, dv), bf16 under autocast
   const Tensor w = backward_weights(saved, p, saved_weights, empty_rows);  // (B, H, T, S)
-  const Tensor wd = after_dropout(p, w, keep);                             // (B, H, T, S)
+  const Tensor wd =
+      saved_operand.defined() && !grad_enabled() ? saved_operand : after_dropout(p, w, keep);  // (B, H, T, S)
   const Tensor dwd = backward_product(p, g, saved[kV], false, true, 1.0);  // dWd = g @ vᵀ, (B, H, T, S)
   const Tensor ds = score_gradient(p, w, dwd, keep, empty_rows);           // dS (B, H, T, S), bf16 under autocast
   std::vector<Tensor> grads(3);
@@ -204,7 +206,7 @@ AttentionForward streaming_forward(const Tensor& q, const Tensor& k, const Tenso
                                    const AttentionPlan& plan) {
   Tensor lse;                                                                                       // (B, H, T)
   Tensor out = attention_streaming_forward(plan, {q, k, v, o.attn_mask, o.key_padding_mask}, lse);  // (B, H, T, dv)
-  return {out, Tensor(), {q, k, v, o.attn_mask, o.key_padding_mask, out, lse, Tensor()}};
+  return {out, Tensor(), {q, k, v, o.attn_mask, o.key_padding_mask, out, lse, Tensor(), Tensor()}};
 }
 
 std::vector<Tensor> streaming_backward(const AttentionPlan& plan, const Tensor& grad, const std::vector<Tensor>& saved,
@@ -219,7 +221,7 @@ std::vector<Tensor> streaming_backward(const AttentionPlan& plan, const Tensor& 
   const Tensor w = grad_enabled() ? Tensor()
                                   : attention_weights(saved[kQ], saved[kK], plan, saved[kAttnMask], saved[kKeyPadding])
                                         .weights;  // (B, H, T, S)
-  return attention_backward(grad, saved, needs, plan, w, {}, empty_rows);
+  return attention_backward(grad, saved, needs, plan, w, {}, empty_rows, {});
 }
 
 // Materialising: the (B, H, T, S) weights, returned with need_weights.
@@ -230,19 +232,28 @@ AttentionForward materialising_forward(const Tensor& q, const Tensor& k, const T
   // them for the backward's, whose products would convert them again.
   const auto operand = [&plan](const Tensor& x) { return plan.bf16 ? autocast_operand(x) : x; };
   const Tensor q_op = operand(q), k_op = operand(k), v_op = operand(v);  // (B, H, T|S, d|dv)
-  const auto [weights, empty_rows] =
-      attention_weights(q_op, k_op, plan, o.attn_mask, o.key_padding_mask);  // (B, H, T, S)
-  Tensor keep;                                                               // (B, H, T, S)
+  if (plan.bf16 && !o.need_weights) {  // the product's operand Wd written in the softmax's pass, kept for the backward
+    const Tensor keep = o.dropout_p > 0
+                            ? attention_dropout_mask({plan.B, plan.H, plan.T, plan.S}, DType::f32, o.dropout_p, gen)
+                            : Tensor();  // (B, H, T, S)
+    const MaskedWeights w = attention_weights_with_operand(q_op, k_op, plan, o.attn_mask, o.key_padding_mask, keep);
+    Tensor out = attention_product(plan, w.operand, v_op, false, false, 1.0);  // (B, H, T, dv)
+    return {
+        out, Tensor(), {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask, w.weights, keep, w.empty_rows, w.operand}};
+  }
+  const MaskedWeights masked = attention_weights(q_op, k_op, plan, o.attn_mask, o.key_padding_mask);
+  const Tensor& weights = masked.weights;  // (B, H, T, S)
+  Tensor keep;                             // (B, H, T, S)
   Tensor dropped = weights;
   if (o.dropout_p > 0) {
     keep = attention_dropout_mask(weights.shape(), weights.dtype(), o.dropout_p, gen);
-    NoGradGuard no_grad;  // returned in f32; otherwise only the product reads it
-    dropped = o.need_weights ? mul(weights, keep) : after_dropout(plan, weights, keep);  // (B, H, T, S)
+    NoGradGuard no_grad;           // returned with need_weights; otherwise only the product reads it
+    dropped = mul(weights, keep);  // (B, H, T, S)
   }
   Tensor out = attention_product(plan, dropped, v_op, false, false, 1.0);  // (B, H, T, dv)
   return {out,
           o.need_weights ? dropped : Tensor(),
-          {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask, weights, keep, empty_rows}};
+          {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask, weights, keep, masked.empty_rows, Tensor()}};
 }
 
 std::vector<Tensor> materialising_backward(const AttentionPlan& plan, const Tensor& grad,
@@ -251,7 +262,8 @@ std::vector<Tensor> materialising_backward(const AttentionPlan& plan, const Tens
   AG_CHECK(!(plan.bf16 && grad_enabled()),
            "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be differentiated "
            "again (create_graph); compute higher-order gradients in f32");
-  return attention_backward(grad, saved, needs, plan, saved[kWeightsOrOut], saved[kKeepOrLse], saved[kEmptyRows]);
+  return attention_backward(grad, saved, needs, plan, saved[kWeightsOrOut], saved[kKeepOrLse], saved[kEmptyRows],
+                            saved[kWeightsOperand]);
 }
 
 }  // namespace

@@ -12,8 +12,9 @@
 namespace ag {
 
 // Both nodes save {q, k, v, attn_mask, key_padding_mask, …}: the materialising one then
-// {weights, keep, empty_rows}, the streaming one {out, lse}.
-enum Saved { kQ, kK, kV, kAttnMask, kKeyPadding, kWeightsOrOut, kKeepOrLse, kEmptyRows, kSavedCount };
+// {weights, keep, empty_rows, and under autocast the bf16 operand weights ⊙ keep}, the streaming one
+// {out, lse}.
+enum Saved { kQ, kK, kV, kAttnMask, kKeyPadding, kWeightsOrOut, kKeepOrLse, kEmptyRows, kWeightsOperand, kSavedCount };
 
 // Which of q, k and v want a gradient.
 using Needs = std::array<bool, 3>;

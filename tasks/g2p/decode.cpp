@@ -393,7 +393,10 @@ std::vector<std::vector<double>> cross_attention(G2PTransformer& model, const Id
   NoGradGuard no_grad;
   Ids input = {kBos};
   input.insert(input.end(), output.begin(), output.end());
+  const bool training = model.is_training();
+  model.eval();  // the attention keeps its weights in eval mode
   model.forward(padded({source}), padded({input}));
+  model.train(training);
   const Tensor weights = model.transformer->decoder->layers->operator[](model.config.transformer.num_decoder_layers - 1)
                              .multihead_attn->attention_weights();  // (1, H, T, S)
   const int64_t H = weights.size(1), T = weights.size(2), S = weights.size(3);

@@ -400,20 +400,33 @@ TEST(PackedAttention, SecondOrderEqualsTheSplitComposition) {
   }
 }
 
-// Under autocast with dropout, the materialising kernel rounds the dropped weights for its product
-// in the multiplying pass unless they are returned (need_weights): the same bits either way.
+// Under autocast, unless the weights are returned (need_weights), the materialising kernel writes
+// their bf16 operand (after dropout) in the softmax's pass and its backward reads it: the same bits as
+// the composition, output and gradient, with dropout, padding and rows without keys (MaskedRows::zero).
 TEST(PackedAttention, DroppedWeightsRoundedInOnePassUnderAutocast) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast here";
-  std::vector<std::vector<double>> outputs;
-  for (const bool need_weights : {true, false}) {
-    Generator gen(9);
-    const Tensor qkv = randn({2, 16, 3 * 32}, DType::f32, gen);
-    const AutocastGuard autocast;
-    Generator dropout_gen(3);
-    const AttentionOptions o{.dropout_p = 0.2, .need_weights = need_weights, .kernel = AttentionKernel::materialising};
-    outputs.push_back(packed_self_attention(qkv, kHeads, o, dropout_gen).output.to_vector());
+  for (const bool padded : {false, true}) {
+    std::vector<std::vector<double>> results;  // output, then qkv's gradient, for need_weights true and false
+    for (const bool need_weights : {true, false}) {
+      Generator gen(9);
+      const Tensor qkv = randn({2, 16, 3 * 32}, DType::f32, gen).requires_grad_();
+      Tensor padding = zeros({2, 16}, DType::b8);  // (N, S): all of the second sequence's keys hidden
+      for (int64_t j = 0; padded && j < 16; ++j) padding.set({1, j}, 1);
+      AttentionOptions o{.dropout_p = 0.2, .need_weights = need_weights, .kernel = AttentionKernel::materialising};
+      if (padded) o.key_padding_mask = padding, o.masked_rows = MaskedRows::zero, o.is_causal = true;
+      Generator dropout_gen(3);
+      Tensor out;
+      {
+        const AutocastGuard autocast;
+        out = packed_self_attention(qkv, kHeads, o, dropout_gen).output;
+      }
+      out.backward(randn(out.shape(), DType::f32, gen));
+      results.push_back(out.to_vector());
+      results.push_back(qkv.grad().to_vector());
+    }
+    EXPECT_EQ(results[0], results[2]) << "output, padded " << padded;
+    EXPECT_EQ(results[1], results[3]) << "gradient, padded " << padded;
   }
-  EXPECT_EQ(outputs[0], outputs[1]);
 }
 
 TEST(PackedAttention, ErrorsNameTheProblem) {

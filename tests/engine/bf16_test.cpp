@@ -93,6 +93,41 @@ TEST(Bf16Conversion, SoftmaxBackwardToBf16IsTheRoundedComposition) {
   }
 }
 
+// softmax_rows_in_place_with_bf16 (attention's weights and their bf16 operand in one pass) against its
+// composition: the softmax's bits on short rows (its sum in the same order), within 4 ulp on long
+// ones, and the operand as the weights (times keep) rounded; with masked (-inf) keys, a row all
+// -inf and a row with a NaN: NaN rows, as PyTorch's softmax gives them (oneDNN's, which our softmax
+// takes past 16 keys, leaves the other entries of a NaN's row finite).
+TEST(Bf16Conversion, SoftmaxRowsWithBf16AreTheSoftmaxAndItsRoundedProduct) {
+  Generator gen(14);
+  for (const int64_t size : {1, 7, 16, 17, 64, 130}) {
+    SCOPED_TRACE(fmt::format("rows of {}", size));
+    Tensor x = randn({15, size}, DType::f32, gen);
+    x.set({0, size - 1}, -INFINITY);
+    for (int64_t j = 0; j < size; ++j) x.set({1, j}, -INFINITY);
+    x.set({2, 0}, NAN);
+    const Tensor keep = mul(to(gt(rand({15, size}, DType::f32, gen), 0.25), DType::f32), 1 / 0.75);
+    const Tensor want = softmax(x, -1);
+    for (const bool with_keep : {false, true}) {
+      Tensor y = clone(x);
+      Tensor operand = empty(x.shape(), DType::bf16);
+      softmax_rows_in_place_with_bf16(y.data<float>(), with_keep ? keep.data<float>() : nullptr,
+                                      operand.data<BFloat16>(), 15, size);
+      const std::vector<double> got = y.to_vector(), expected = want.to_vector();
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::isnan(expected[i]) || i / size == 2) {  // all -inf, or a NaN: the whole row NaN, as in PyTorch
+          EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+        } else if (size <= 16) {
+          EXPECT_EQ(got[i], expected[i]) << "element " << i;
+        } else {
+          EXPECT_NEAR(got[i], expected[i], 4 * std::ldexp(std::abs(expected[i]), -23) + 1e-30) << "element " << i;
+        }
+      }
+      EXPECT_EQ(bits_of(operand), bits_of(to(with_keep ? mul(y, keep) : y, DType::bf16))) << "keep " << with_keep;
+    }
+  }
+}
+
 // x with every element rounded to bf16 and widened again, in f64.
 Tensor rounded_f64(const Tensor& x) { return to(to(to(x.detach(), DType::bf16), DType::f32), DType::f64); }
 

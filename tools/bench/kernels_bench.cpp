@@ -98,6 +98,26 @@ BENCHMARK(BM_SoftmaxForward)
     ->ArgNames({"rows", "cols", "onednn"})
     ->UseRealTime();
 
+// Attention's softmax under autocast: the weights and their bf16 operand in one pass on the calling
+// thread (softmax_rows_in_place_with_bf16), against softmax_forward followed by the rounding.
+void BM_SoftmaxRowsWithBf16(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  const Tensor x = randn({rows, cols});
+  Tensor y = empty({rows, cols}), operand = empty({rows, cols}, DType::bf16);
+  for (auto _ : state) {
+    std::copy_n(x.data<float>(), rows * cols, y.data<float>());
+    softmax_rows_in_place_with_bf16(y.data<float>(), nullptr, operand.data<BFloat16>(), rows, cols);
+    benchmark::DoNotOptimize(operand.data<BFloat16>());
+  }
+}
+BENCHMARK(BM_SoftmaxRowsWithBf16)->Args({3072, 64})->Args({14336, 14})->ArgNames({"rows", "cols"})->UseRealTime();
+
+void BM_SoftmaxThenBf16(benchmark::State& state) {
+  const Tensor x = randn({state.range(0), state.range(1)});
+  for (auto _ : state) benchmark::DoNotOptimize(to(softmax_forward(x, -1, false), DType::bf16));
+}
+BENCHMARK(BM_SoftmaxThenBf16)->Args({3072, 64})->Args({14336, 14})->ArgNames({"rows", "cols"})->UseRealTime();
+
 void BM_SoftmaxBackward(benchmark::State& state) {
   const Tensor y = softmax(randn({state.range(0), state.range(1)}), -1), g = randn({state.range(0), state.range(1)});
   for (auto _ : state) benchmark::DoNotOptimize(softmax_backward_data(y, g, -1));
