@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <type_traits>
 
 #include "engine/generator.h"
 #include "engine/kernels/parallel.h"
@@ -30,6 +31,18 @@ template <typename T>
   const T* __restrict x = apply->x;
   T* __restrict out = apply->out;
   bool* __restrict keep = apply->keep;
+  if (apply->residual == nullptr && apply->out_bf16 != nullptr) {
+    if constexpr (std::is_same_v<T, float>) {
+      uint16_t* __restrict out_bf16 = apply->out_bf16;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        keep[i] = kept(counter, i, kept_from);
+        out[i] = x[i] * (keep[i] ? scale : T(0));
+        out_bf16[i] = bf16_bits_from_f32(out[i]);
+      }
+      return;
+    }
+  }
   if (apply->residual == nullptr) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
@@ -168,6 +181,7 @@ struct ApplyTo {
   const Tensor* residual = nullptr;  // may be undefined
   Tensor* out = nullptr;
   Tensor* keep = nullptr;
+  Tensor* out_bf16 = nullptr;  // not null: out's bf16 copy too
 };
 
 // Element operations a draw costs, for parallel_for's grain.
@@ -208,6 +222,7 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
     return start + row_start * Generator::kIncrement;
   };
   if (apply.x) *apply.out = empty(shape, dtype), *apply.keep = empty(shape, DType::b8);
+  if (apply.out_bf16) *apply.out_bf16 = empty(shape, DType::bf16);
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
     const auto scale = static_cast<T>(dropout_scale(dtype, p, RngStyle::attograd));
     T* masks = apply.x ? nullptr : mask.data<T>();
@@ -229,7 +244,9 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
               .x = apply.x->data<T>() + at,
               .residual = apply.residual->defined() ? apply.residual->data<T>() + at : nullptr,
               .out = apply.out->data<T>() + at,
-              .keep = apply.keep->data<bool>() + at};
+              .keep = apply.keep->data<bool>() + at,
+              .out_bf16 =
+                  apply.out_bf16 ? reinterpret_cast<uint16_t*>(apply.out_bf16->data<BFloat16>()) + at : nullptr};
           kernels::dropout_mask_row(counter, p, scale, nullptr, n, &to);
         }
         at += n;
@@ -256,13 +273,19 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   return draw_mask(shape, dtype, p, gen, RowLayout::flat);
 }
 
-AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, Generator& gen) {
+AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, Generator& gen, bool bf16_copy) {
   AG_CHECK(!residual.defined() || (residual.shape() == x.shape() && residual.dtype() == x.dtype()),
            "dropout: expected a residual of the input's shape {} and dtype {}, got {} {}", shape_str(x.shape()),
            dtype_name(x.dtype()), shape_str(residual.shape()), dtype_name(residual.dtype()));
+  AG_CHECK(!bf16_copy || (x.dtype() == DType::f32 && !residual.defined()),
+           "dropout: a bf16 copy of the output needs an f32 input without a residual, got {}", dtype_name(x.dtype()));
   AppliedDropout result;
   draw_mask(x.shape(), x.dtype(), p, gen, RowLayout::flat,
-            {.x = &x, .residual = &residual, .out = &result.out, .keep = &result.keep});
+            {.x = &x,
+             .residual = &residual,
+             .out = &result.out,
+             .keep = &result.keep,
+             .out_bf16 = bf16_copy ? &result.out_bf16 : nullptr});
   return result;
 }
 

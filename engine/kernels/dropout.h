@@ -15,13 +15,15 @@ namespace ag::kernels {
 // top 53 bits k, and k·2⁻⁵³ >= p exactly when k >= ⌈p·2⁵³⌉.
 // Given `apply`, the mask is used in the same pass instead of written: keep[i] = whether draw i is
 // kept, out[i] = x[i]·mask[i], plus residual[i] if residual is not null (rounded as the separate mul
-// and add would round it: no fused multiply-add); `mask` may then be null.
+// and add would round it: no fused multiply-add), and out[i] rounded to bf16 in out_bf16[i] if that is
+// not null (f32 without a residual); `mask` may then be null.
 template <typename T>
 struct DropoutApply {
   const T* x;
   const T* residual;  // may be null
   T* out;
   bool* keep;
+  uint16_t* out_bf16 = nullptr;
 };
 void dropout_mask_row(uint64_t counter, double p, float scale, float* mask, int64_t n,
                       const DropoutApply<float>* apply = nullptr);
@@ -65,8 +67,11 @@ double dropout_scale(DType dtype, double p, RngStyle style);
 // draw its mask with dropout_mask and apply it with mul and add.
 struct AppliedDropout {
   Tensor out, keep;
+  Tensor out_bf16;  // with bf16_copy: out rounded to bf16, written in the same pass
 };
-AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, Generator& gen);
+// bf16_copy (an f32 x without a residual): also out's bf16 copy, the next product's operand under
+// autocast.
+AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, Generator& gen, bool bf16_copy = false);
 // grad ⊙ keep · scale (keep b8 of grad's shape), recording nothing: dropout's backward.
 Tensor dropout_backward_data(const Tensor& grad, const Tensor& keep, double scale);
 // The same for attention weights (B, H, T, S); in a data-parallel step, weight (h, i, j) of each row

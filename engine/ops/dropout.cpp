@@ -2,6 +2,7 @@
 // 1/(1-p), so the expected output is x; in eval (or with p = 0), the identity.
 #include "engine/ops/dropout.h"
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dropout.h"
@@ -18,9 +19,16 @@ void check_dropout_arguments(const Tensor& x, double p) {
 }
 
 // out = x ⊙ mask, or residual + x ⊙ mask, and keep = mask ≠ 0: one pass, or mul (and add) where
-// the generator is PyTorch's, whose draws cannot be split between threads.
+// the generator is PyTorch's, whose draws cannot be split between threads. Under autocast, an f32
+// dropout's output also gets its bf16 copy in the same pass (attach_bf16_copy): the operand of the
+// product that reads it next (a Transformer's second feed-forward Linear, or its first layer's).
 AppliedDropout draw_and_apply(const Tensor& x, const Tensor& residual, double p, Generator& gen) {
-  if (gen.torch() == nullptr) return apply_dropout(x, residual, p, gen);
+  if (gen.torch() == nullptr) {
+    const bool bf16_copy = autocast_enabled() && x.dtype() == DType::f32 && !residual.defined();
+    AppliedDropout dropped = apply_dropout(x, residual, p, gen, bf16_copy);
+    if (bf16_copy) attach_bf16_copy(dropped.out, dropped.out_bf16);
+    return dropped;
+  }
   AppliedDropout dropped;
   const Tensor mask = dropout_mask(x.shape(), x.dtype(), p, gen);
   dropped.out = mul(x, mask);
@@ -46,9 +54,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_dropout_arguments(x, p);
   if (!training || p == 0) return x;  // no draw from gen, no node
   const double scale = dropout_scale(x.dtype(), p, gen.style());
-  auto [out, keep] = draw_and_apply(x.detach(), Tensor(), p, gen);
+  AppliedDropout dropped = draw_and_apply(x.detach(), Tensor(), p, gen);  // out's bf16 copy attached
+  Tensor& out = dropped.out;
   record(out, {"DropoutBackward", {.formula = "out = x ⊙ keep · scale (scale = 1/(1 − p))  →  dx = g ⊙ keep · scale"}},
-         {x}, {keep}, [scale](const BackwardContext& c) {
+         {x}, {dropped.keep}, [scale](const BackwardContext& c) {
            // out = x * keep * scale  →  dx = g * keep * scale
            return std::vector<Tensor>{dropout_backward(c.grad, c.saved[0], scale)};
          });
@@ -60,11 +69,12 @@ Tensor add_dropout(const Tensor& residual, const Tensor& x, double p, bool train
   if (!training || p == 0 || residual.shape() != x.shape() || residual.dtype() != x.dtype())
     return add(residual, dropout(x, p, training, gen));
   const double scale = dropout_scale(x.dtype(), p, gen.style());
-  auto [out, keep] = draw_and_apply(x.detach(), residual.detach(), p, gen);
+  AppliedDropout dropped = draw_and_apply(x.detach(), residual.detach(), p, gen);
+  Tensor& out = dropped.out;
   record(out,
          {"AddDropoutBackward",
           {.formula = "out = r + x ⊙ keep · scale (scale = 1/(1 − p))  →  dr = g, dx = g ⊙ keep · scale"}},
-         {residual, x}, {keep}, [scale](const BackwardContext& c) {
+         {residual, x}, {dropped.keep}, [scale](const BackwardContext& c) {
            // out = residual + x * keep * scale  →  dresidual = g, dx = g * keep * scale
            return std::vector<Tensor>{c.grad, c.needs_grad[1] ? dropout_backward(c.grad, c.saved[0], scale) : Tensor()};
          });

@@ -369,6 +369,23 @@ TEST(Bf16Autocast, GeluWritesItsOutputsBf16CopyInItsOwnPass) {
   EXPECT_EQ(bits_of(after), bits_of(to(y.detach(), DType::bf16)));
 }
 
+// Dropout's output under autocast carries its bf16 copy, written in the pass that draws the mask
+// (the next Linear's operand): the bits a conversion would give, and the same output and mask as
+// without autocast; the residual form (add_dropout, read by a layer norm) writes none.
+TEST(Bf16Autocast, DropoutWritesItsOutputsBf16CopyInItsOwnPass) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(4);
+  const Tensor x = randn({37, 29}, DType::f32, gen);  // odd sizes: vector tails
+  Generator plain_gen(8), autocast_gen(8);
+  const Tensor plain = dropout(x, 0.3, true, plain_gen);
+  AutocastGuard autocast;
+  const Tensor y = dropout(x, 0.3, true, autocast_gen);
+  EXPECT_EQ(y.to_vector(), plain.to_vector());
+  expect_keeps_its_bf16_copy(y, "dropout's output");
+  const Tensor sum_out = add_dropout(x, x, 0.3, true, autocast_gen);
+  EXPECT_FALSE(sum_out.impl()->bf16_copy) << "add_dropout's output";
+}
+
 // A decoder's cache grown by a position, or with its rows picked, carries its bf16 copy built from
 // the parts' copies (so a step converts the new position alone): the same bits as converting the
 // result, kept by the result; with grad mode, the plain ops.
