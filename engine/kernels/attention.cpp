@@ -36,6 +36,14 @@ kernels::FlashProblem<F> flash_problem(const AttentionPlan& p, const Tensor& att
   return f;
 }
 
+// Row `row` of scores (B·H·T rows of S) masked in place; true if every key is then masked.
+template <typename T>
+bool mask_row(const kernels::FlashProblem<T>& problem, const AttentionPlan& p, T* scores, int64_t row) {
+  T* s = scores + row * p.S;  // (S)
+  kernels::mask_scores(problem, s, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, p.S);
+  return std::all_of(s, s + p.S, [](T v) { return v == -std::numeric_limits<T>::infinity(); });
+}
+
 // scores (B, H, T, S) in place: -inf where causal (j > i), padded (key_padding_mask[b, j]) or a
 // b8 attn_mask is false; + attn_mask where it is additive. With find_empty_rows, returns (B, H, T, 1)
 // b8, true for the queries whose scores are then all -inf (Note [fully masked rows]), found in the
@@ -48,10 +56,8 @@ Tensor apply_masks(T* scores, const AttentionPlan& p, const Tensor& attn_mask, c
   Tensor empty_rows = find_empty_rows ? empty({p.B, p.H, p.T, 1}, DType::b8) : Tensor();
   bool* empty_row = find_empty_rows ? empty_rows.data<bool>() : nullptr;
   parallel_for(rows, p.S, [&](int64_t row) {
-    T* s = scores + row * p.S;  // (S)
-    kernels::mask_scores(problem, s, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, p.S);
-    if (empty_row != nullptr)
-      empty_row[row] = std::all_of(s, s + p.S, [](T v) { return v == -std::numeric_limits<T>::infinity(); });
+    const bool empty = mask_row(problem, p, scores, row);
+    if (empty_row != nullptr) empty_row[row] = empty;
   });
   if (empty_row == nullptr || std::none_of(empty_row, empty_row + rows, [](bool e) { return e; })) return {};
   return empty_rows;
@@ -117,15 +123,11 @@ MaskedWeights attention_weights_with_operand(const Tensor& q, const Tensor& k, c
   float* w = weights.data<float>();
   const float* kept = keep.defined() ? keep.data<float>() : nullptr;
   BFloat16* bits = operand.data<BFloat16>();
-  const int64_t rows_at_once = std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1));  // a block in L1
+  const int64_t rows_at_once = std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1));  // masked while in L1
   parallel_for_ranges(rows, 8 * S, [&](int64_t first, int64_t last) {
     for (int64_t begin = first; begin < last; begin += rows_at_once) {
       const int64_t end = std::min(last, begin + rows_at_once);
-      for (int64_t row = begin; masked && row < end; ++row) {
-        float* s = w + row * S;  // (S)
-        kernels::mask_scores(problem, s, row / (p.T * p.H), row / p.T % p.H, row % p.T, 0, S);
-        empty_row[row] = std::all_of(s, s + S, [](float v) { return v == -std::numeric_limits<float>::infinity(); });
-      }
+      for (int64_t row = begin; masked && row < end; ++row) empty_row[row] = mask_row(problem, p, w, row);
       softmax_rows_in_place_with_bf16(w + begin * S, kept ? kept + begin * S : nullptr, bits + begin * S, end - begin,
                                       S);
       for (int64_t row = begin; masked && p.zero_masked_rows && row < end; ++row)
