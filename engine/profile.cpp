@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/autograd.h"
+#include "engine/kernels/onednn.h"
 #include "engine/storage.h"
 
 namespace ag {
@@ -46,6 +47,7 @@ double bytes_of(const Tensor& t) {
 
 Profiler::Profiler()
     : page_faults_at_start_(minor_page_faults()),
+      primitives_at_start_(onednn::primitives_created()),
       previous_forward_(set_forward_observer(this)),
       previous_backward_(set_backward_observer(this)) {
   settle();
@@ -125,8 +127,10 @@ std::string Profiler::table(int64_t steps) const {
   }
   text += fmt::format("{:<40} {:>6.1f}% {:>7} {:>10.3f} {:>8.1f}\n", "total", 100.0, "", 1e3 * total * per_step,
                       flops / std::max(total, 1e-12) / 1e9);
-  text += fmt::format("page faults per step: {:.0f} (minor, the whole process)\n",
-                      static_cast<double>(minor_page_faults() - page_faults_at_start_) * per_step);
+  text +=
+      fmt::format("page faults per step: {:.0f} (minor, the whole process); oneDNN primitives built per step: {:.1f}\n",
+                  static_cast<double>(minor_page_faults() - page_faults_at_start_) * per_step,
+                  static_cast<double>(onednn::primitives_created() - primitives_at_start_) * per_step);
   return text;
 }
 

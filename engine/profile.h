@@ -46,7 +46,8 @@ class Profiler : public ForwardObserver, public BackwardObserver {
   // The rows, most time first.
   std::vector<Row> rows() const;
   // The table over `steps` steps: per row its share of the profiled time, calls and time per step,
-  // GFLOP/s, GB/s and MB allocated per step; then the total and the page faults per step.
+  // GFLOP/s, GB/s and MB allocated per step; then the total, the page faults per step and the oneDNN
+  // primitives built per step (each new shape builds, and JIT-compiles, its own: fresh code pages).
   std::string table(int64_t steps) const;
 
   void node_recorded(const Node& node, const Tensor& output, std::span<const Tensor> inputs) override;
@@ -63,6 +64,7 @@ class Profiler : public ForwardObserver, public BackwardObserver {
   std::chrono::steady_clock::time_point last_;
   int64_t allocated_at_last_ = 0;
   long page_faults_at_start_ = 0;
+  int64_t primitives_at_start_ = 0;
   ForwardObserver* previous_forward_;
   BackwardObserver* previous_backward_;
 };

@@ -191,21 +191,21 @@ void Trainer::profiled(const std::string& section, Work&& work) {
 
 // Whether the steps --profile asked for are done (the table not yet reported).
 bool Trainer::profile_window_full() const {
-  return profiler_ && static_cast<int64_t>(step_seconds_.size()) == kProfileWarmupSteps + options_.profile_steps;
+  return profiler_ && static_cast<int64_t>(step_seconds_.size()) == options_.profile_after + options_.profile_steps;
 }
 
 // Hands the profile's table to options_.profile_ready and closes the window; when the run ends
 // before the window is full, with the steps it had (none: a line saying so).
 void Trainer::report_profile() {
-  const int64_t profiled_steps = static_cast<int64_t>(step_seconds_.size()) - kProfileWarmupSteps;
+  const int64_t profiled_steps = static_cast<int64_t>(step_seconds_.size()) - options_.profile_after;
   std::string text = fmt::format("--profile: nothing profiled: the run ended within the warm-up (its first {} steps)\n",
-                                 kProfileWarmupSteps);
+                                 options_.profile_after);
   if (profiler_) {
     const std::string cut = profiled_steps < options_.profile_steps
                                 ? fmt::format(": the run ended before the {} asked", options_.profile_steps)
                                 : "";
     text = fmt::format("where a step's time goes, by op ({} steps after the first {} of this run{}):\n{}",
-                       profiled_steps, kProfileWarmupSteps, cut, profiler_->table(profiled_steps));
+                       profiled_steps, options_.profile_after, cut, profiler_->table(profiled_steps));
   }
   profiler_.reset();
   if (options_.profile_ready) options_.profile_ready(text);
@@ -223,7 +223,7 @@ bool Trainer::train_step(const std::vector<int64_t>& batch, int64_t epoch, int64
                                                              : (epoch - 1) * steps_in_epoch(1) + step;
     optimizer_.set_lr(options_.lr_schedule(global_step));
   }
-  if (options_.profile_steps > 0 && static_cast<int64_t>(step_seconds_.size()) == kProfileWarmupSteps)
+  if (options_.profile_steps > 0 && static_cast<int64_t>(step_seconds_.size()) == options_.profile_after)
     profiler_.emplace();
   profiled("(optimizer: zero_grad)", [&] { optimizer_.zero_grad(); });
   const int64_t global_rows = static_cast<int64_t>(batch.size());
@@ -367,7 +367,7 @@ std::vector<EpochRecord> Trainer::run_epochs() {
     if (options_.files) save_epoch(record, best);
   }
   if (options_.profile_steps > 0 &&
-      static_cast<int64_t>(step_seconds_.size()) < kProfileWarmupSteps + options_.profile_steps)
+      static_cast<int64_t>(step_seconds_.size()) < options_.profile_after + options_.profile_steps)
     report_profile();  // the run ended within the warm-up or the window
   return history_;
 }

@@ -89,6 +89,10 @@ class RunFiles {
   virtual std::string where(RunFile file) const = 0;
 };
 
+// The steps --profile leaves out first: the first steps pay for first-touch page faults and
+// oneDNN's primitive creation, which later steps do not.
+inline constexpr int64_t kProfileWarmupSteps = 2;
+
 struct TrainerOptions {
   int64_t epochs = 100;
   int64_t batch_size = 16;    // the global batch (all ranks')
@@ -110,17 +114,15 @@ struct TrainerOptions {
   bool progress = true;       // the bar on stderr, only when stderr is a terminal
   nlohmann::json config{};    // the run's settings (an object), stored in checkpoints and config.json
   std::map<std::string, std::string> checkpoint_metadata;  // e.g. the vocabulary
-  // > 0: after this process's first kProfileWarmupSteps steps, the next profile_steps are profiled
-  // by op (engine/profile.h), and profile_ready gets the table (with a line saying which steps) when
-  // the last of them ends, or when the run ends first, with the steps it had. Nothing else changes:
-  // the numbers and files are the same bytes as without.
+  // > 0: after this process's first profile_after steps, the next profile_steps are profiled by op
+  // (engine/profile.h), and profile_ready gets the table (with a line saying which steps) when the
+  // last of them ends, or when the run ends first, with the steps it had. Nothing else changes: the
+  // numbers and files are the same bytes as without. A later window shows a steady state that the
+  // first steps do not, where shapes vary by batch (each new one builds its oneDNN primitives).
   int64_t profile_steps = 0;
+  int64_t profile_after = kProfileWarmupSteps;
   std::function<void(const std::string& table)> profile_ready{};
 };
-
-// The steps --profile leaves out first: the first steps pay for first-touch page faults and
-// oneDNN's primitive creation, which later steps do not.
-inline constexpr int64_t kProfileWarmupSteps = 2;
 
 struct EpochRecord {
   int64_t epoch = 0;      // from 1

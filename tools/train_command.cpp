@@ -118,13 +118,19 @@ void add_run_flags(CLI::App* app, tasks::TrainingOptions& options) {
   app->add_flag("--detect-anomaly", options.detect_anomaly,
                 "Check every op's output and every gradient for NaN/Inf; the first one stops the run naming the op, "
                 "its module scope and whether it was forward or backward");
-  app->add_option("--profile", options.profile_steps,
-                  fmt::format("After the first {} steps (warm-up), profile N steps by op and print where their time "
-                              "goes on stderr, as `bench transformer --profile` does (self time share, calls, ms, "
-                              "GFLOP/s, GB/s, MB allocated per step), and in OUT/profile.txt; training goes on, its "
-                              "numbers unchanged",
-                              nn::kProfileWarmupSteps))
-      ->check(kCount);
+  CLI::Option* profile =
+      app->add_option("--profile", options.profile_steps,
+                      "After the warm-up (--profile-after), profile N steps by op and print where their time goes on "
+                      "stderr, as `bench transformer --profile` does (self time share, calls, ms, GFLOP/s, GB/s, MB "
+                      "allocated per step, page faults and oneDNN primitives built per step), and in "
+                      "OUT/profile.txt; training goes on, its numbers unchanged")
+          ->check(kCount);
+  app->add_option("--profile-after", options.profile_after,
+                  "--profile's warm-up: this process's steps before the profiled ones. Where batch shapes vary (g2p), "
+                  "a window after the first epoch shows the steady state, every shape's primitives built")
+      ->check(whole_number(0, 100000000))
+      ->needs(profile)
+      ->capture_default_str();
 }
 
 void add_max_memory_flag(CLI::App* app, int64_t& max_memory_mb, const std::string& what) {

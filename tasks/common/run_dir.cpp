@@ -51,7 +51,8 @@ std::string resume_table(const std::vector<SettingName>& common,
   if (text)
     table +=
         "Not settings, for this process only: --out (defaults to the resumed folder; another one is claimed like a "
-        "new run's), --quiet, --trace-backward, --detect-anomaly, --profile, --max-memory, --report-memory.";
+        "new run's), --quiet, --trace-backward, --detect-anomaly, --profile, --profile-after, --max-memory, "
+        "--report-memory.";
   return table;
 }
 

@@ -93,6 +93,7 @@ std::optional<TrainedRun> run_training(nn::Module& model, nn::Optimizer& optimiz
   if (settings) settings(trainer_options);
   std::string profile;  // the table, for OUT/profile.txt
   trainer_options.profile_steps = options.profile_steps;
+  trainer_options.profile_after = options.profile_after;
   trainer_options.profile_ready = [&profile](const std::string& table) {
     profile = table;
     if (nn::dist::is_root()) fmt::print(stderr, "{}", table);

@@ -30,9 +30,11 @@ struct TrainingOptions {
   // left empty (tests, a program of one's own), run_training opens it from `resume`.
   std::shared_ptr<RunDir> run_dir{};
   bool quiet = false;
-  bool trace_backward = false;    // trace the first step's backward on stderr (engine/inspect.h)
-  bool detect_anomaly = false;    // the first NaN/Inf, forward or backward, stops the run naming its op and scope
-  int64_t profile_steps = 0;      // > 0: that many steps after the warm-up profiled by op (nn::TrainerOptions)
+  bool trace_backward = false;  // trace the first step's backward on stderr (engine/inspect.h)
+  bool detect_anomaly = false;  // the first NaN/Inf, forward or backward, stops the run naming its op and scope
+  int64_t profile_steps = 0;    // > 0: that many steps after the warm-up profiled by op (nn::TrainerOptions)
+  // --profile's warm-up: this process's steps before the profiled ones
+  int64_t profile_after = nn::kProfileWarmupSteps;
   int64_t max_memory_mb = 0;      // a bound on the estimated peak (tasks/common/memory.h); 0: the memory available
   std::string precision = "f32";  // "bf16": the products under ag::AutocastGuard (engine/autocast.h)
 };

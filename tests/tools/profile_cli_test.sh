@@ -43,10 +43,19 @@ check "a window past the run's end: its steps" 0 "(6 steps after the first 2 of 
   -- "$attograd" train squares --epochs 1 --batch-size 16 --quiet --out "$work/short" --profile 50
 check "a run within the warm-up: says so" 0 "--profile: nothing profiled: the run ended within the warm-up" \
   -- "$attograd" train squares --epochs 1 --batch-size 1000 --quiet --out "$work/warm-up" --profile 2
+check "--profile-after 10: a window after the tenth step" 0 "(3 steps after the first 10 of this run)" \
+  -- "$attograd" train squares --epochs 3 --batch-size 16 --quiet --out "$work/later" --profile 3 --profile-after 10
+expect "--profile-after: the primitives built per step are printed" \
+  grep -qE "^page faults per step: [0-9]+ .*oneDNN primitives built per step: [0-9.]+$" "$work/later/profile.txt"
+check "--profile-after without --profile" 2 "--profile-after requires --profile" \
+  -- "$attograd" train squares --epochs 1 --quiet --out "$work/after-alone" --profile-after 10
+check "--profile-after -1" 2 "--profile-after" \
+  -- "$attograd" train squares --epochs 1 --quiet --out "$work/after-negative" --profile 2 --profile-after -1
 check "--profile 0" 2 "--profile" -- "$attograd" train sentiment --epochs 1 --quiet --out "$work/zero" --profile 0
 check "--profile x" 2 "--profile" -- "$attograd" train sentiment --epochs 1 --quiet --out "$work/x" --profile x
 check "--profile without N" 2 "--profile" -- "$attograd" train sentiment --epochs 1 --quiet --out "$work/none" --profile
-expect "refused runs wrote nothing" test ! -e "$work/zero" -a ! -e "$work/x" -a ! -e "$work/none"
+expect "refused runs wrote nothing" test ! -e "$work/zero" -a ! -e "$work/x" -a ! -e "$work/none" \
+  -a ! -e "$work/after-alone" -a ! -e "$work/after-negative"
 check "eval --profile: a usage error" 2 "--profile" \
   -- "$attograd" eval sentiment --checkpoint "$work/sentiment-plain/best.safetensors" --profile 2
 echo "profile: $failures failed"
