@@ -30,8 +30,8 @@ void spin_briefly_between_regions(char** argv) {
 
 // Note [resident activations]: a training step frees its activations and allocates them again in
 // the next step. By default tcmalloc hands freed pages back to the system a little at a time, so the
-// next step faults them in afresh: 87 minor faults a step in a bf16 Transformer step on one thread,
-// 161 on two. Keeping them (release rate 0) makes a step of fixed shapes fault no page at all; the
+// next step faults them in afresh: about 100 minor faults a step in a bf16 Transformer step, on one
+// thread or two. Keeping them (release rate 0) makes a step of fixed shapes fault no page at all; the
 // heap never grows past the largest step's. Measured against Debian's mimalloc and jemalloc in
 // tools/bench/README.md, "Allocators". A rate the user set (TCMALLOC_RELEASE_RATE) stands.
 void keep_freed_pages() {
