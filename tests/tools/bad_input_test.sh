@@ -267,6 +267,7 @@ bad "bench transformer --shape --kernel: do not apply" 2 "--shape and --kernel: 
 bad "bench attention --profile: does not apply" 2 "--profile: applies to \`bench transformer\` only" -- "$attograd" bench attention --profile 2
 bad "train --profile 0" 2 "--profile: expected a decimal whole number in [1, 1000000], got '0'" -- "$attograd" train sentiment --epochs 1 --profile 0 --out "$out" --quiet
 bad "train --profile x" 2 "--profile" -- "$attograd" train sentiment --epochs 1 --profile x --out "$out" --quiet
+bad "train --profile-after x" 2 "--profile-after" -- "$attograd" train sentiment --epochs 1 --profile 2 --profile-after x --out "$out" --quiet
 bad "train charlm --heads 3 --width 128" 2 "--heads 3 does not divide --width 128" -- "$attograd" train charlm --heads 3 --width 128 --out "$out" --quiet
 bad "train charlm --min-lr above --lr" 2 "--min-lr 5 is above --lr 0.001" -- "$attograd" train charlm --min-lr 5 --lr 0.001 --out "$out" --quiet
 bad "train g2p --min-lr above --lr" 2 "--min-lr 0.5 is above --lr 0.001" -- "$attograd" train g2p --min-lr 0.5 --lr 0.001 --out "$out" --quiet

@@ -36,17 +36,15 @@ product_rate() {
   awk -F, -v threads="$1" '
     function emit() { if (shares) print kind, flop, longest }
     $1 == "onednn_verbose" && $2 == "exec" && $4 == "matmul" {
+      split($(NF - 1), dims, ":"); n = split(dims[1], a, "x"); split(dims[3], d, "x")
+      call_flop = 2 * a[n]; for (i in d) call_flop *= d[i]
       if (threads > 1 && $(NF - 1) == last_dims && shares < threads) {  # another share of the same product
         if ($NF > longest) longest = $NF
-        split($(NF - 1), dims, ":"); n = split(dims[1], a, "x"); split(dims[3], d, "x")
-        share = 2 * a[n]; for (i in d) share *= d[i]
-        flop += share; shares++
+        flop += call_flop; shares++
         next
       }
       emit()
-      split($(NF - 1), dims, ":"); n = split(dims[1], a, "x"); split(dims[3], d, "x")
-      flop = 2 * a[n]; for (i in d) flop *= d[i]
-      longest = $NF; shares = 1; last_dims = $(NF - 1); kind = $7 ":" last_dims; gsub(/ /, "_", kind)
+      flop = call_flop; longest = $NF; shares = 1; last_dims = $(NF - 1); kind = $7 ":" last_dims; gsub(/ /, "_", kind)
     } END { emit() }' "$work/verbose" |
     sort -k1,1 -k3,3g |
     awk '{ kind[NR] = $1; flop[NR] = $2; ms[NR] = $3; summed += $3 }
