@@ -10,8 +10,9 @@ enum class GeluApproximation { none, tanh };  // none: x·Φ(x) with erf; tanh: 
 
 enum class Reduction { none, mean, sum };
 
-// The activation a fused product applies to its result (linear's epilogue).
-enum class Activation { none, relu };
+// The activation a fused product applies to its result (linear's epilogue); gelu is GELU's erf
+// form, x·Φ(x).
+enum class Activation { none, relu, gelu };
 
 // What a query whose keys are all masked gets: Note [fully masked rows] in engine/ops/attention.h.
 enum class MaskedRows { nan, zero };

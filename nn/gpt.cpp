@@ -97,7 +97,10 @@ MLP::MLP(const GPTConfig& config, Generator& gen) : dropout(config.dropout) {
   init_linear(*c_proj, residual_std(config), gen);
 }
 
-Tensor MLP::forward(const Tensor& x) { return ag::dropout((*c_proj)(gelu((*c_fc)(x))), dropout, is_training()); }
+Tensor MLP::forward(const Tensor& x) {
+  const Tensor hidden = c_fc->forward_activated(x, Activation::gelu);  // gelu(c_fc(x)): one op, one backward pass
+  return ag::dropout((*c_proj)(hidden), dropout, is_training());
+}
 
 Block::Block(const GPTConfig& config, Generator& gen) {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(Shape{config.n_embd}, 1e-5, true, config.bias));

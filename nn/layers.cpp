@@ -54,10 +54,10 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, weight, bias);  // (..., in) @ (out, in)ᵀ + (out) → (..., out)
 }
 
-Tensor Linear::forward_relu(const Tensor& x) {
+Tensor Linear::forward_activated(const Tensor& x, Activation activation) {
   return call([&] {
     check_linear_input(x, weight);
-    return linear(x, weight, bias, Activation::relu);
+    return linear(x, weight, bias, activation);
   });
 }
 

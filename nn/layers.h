@@ -20,9 +20,10 @@ class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator& gen = default_generator());
   Tensor forward(const Tensor& x) override;
-  // relu(this(x)) as one product with the ReLU in its epilogue (linear in engine/ops/matmul.h), in
-  // this module's scope; its forward hooks see the activated output.
-  Tensor forward_relu(const Tensor& x);
+  // activation(this(x)) as one op (linear in engine/ops/matmul.h: a ReLU in the product's epilogue,
+  // a GELU in one pass after it and one backward pass for both), in this module's scope; its forward
+  // hooks see the activated output.
+  Tensor forward_activated(const Tensor& x, Activation activation);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
 

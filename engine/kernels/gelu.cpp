@@ -94,4 +94,8 @@ void gelu_erf_backward(const float* grad, const float* x, float* out, int64_t n)
   });
 }
 
+void gelu_erf_backward_on_this_thread(const float* grad, const float* x, float* out, int64_t n) {
+  gelu_backward_range(grad, x, out, n);
+}
+
 }  // namespace ag::kernels

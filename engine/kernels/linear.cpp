@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "engine/kernels/bf16.h"
+#include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
+#include "engine/kernels/gelu.h"
 #include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
 #include "engine/kernels/reduce.h"
@@ -74,6 +76,7 @@ void add_bias_and_activate(T* out, const T* bias, int64_t rows, int64_t N, Activ
 }  // namespace
 
 Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation) {
+  AG_CHECK(activation != Activation::gelu, "linear_forward: expected no activation or relu, got gelu");
   const MatmulPlan plan = plan_matmul(x, w, false, true);
   const bool onednn_dtype = x.dtype() == DType::f32 || x.dtype() == DType::bf16;
   if (onednn_dtype && plan.m * plan.k * plan.n >= kOneDnnMatmulMin && plan.m > kFewRowsMax) {
@@ -129,17 +132,29 @@ void output_gradient_rows(const float* g, const float* out, Out* gz, double* sum
 
 }  // namespace
 
-LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& out, bool bf16, bool bias) {
+LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& saved, Activation activation, bool bf16,
+                                            bool bias) {
   const int64_t rows = g.size(0), n = g.size(1);
   LinearOutputGradient result{empty({rows, n}, bf16 ? DType::bf16 : DType::f32), bias ? empty({n}) : Tensor()};
   const float* pg = g.data<float>();
-  const float* po = out.defined() ? out.data<float>() : nullptr;
-  const auto pass = [&](int64_t first, int64_t last, int64_t begin, int64_t end, double* sums) {
+  const float* po = activation == Activation::relu ? saved.data<float>() : nullptr;
+  const auto write = [&](const float* from, const float* out, int64_t n_from, int64_t first, int64_t last,
+                         int64_t begin, int64_t end, int64_t at, double* sums) {
     if (bf16)
-      output_gradient_rows(pg, po, reinterpret_cast<uint16_t*>(result.operand.data<BFloat16>()), sums, n, first, last,
-                           begin, end);
+      output_gradient_rows(from, out, reinterpret_cast<uint16_t*>(result.operand.data<BFloat16>()) + at, sums, n_from,
+                           first, last, begin, end);
     else
-      output_gradient_rows(pg, po, result.operand.data<float>(), sums, n, first, last, begin, end);
+      output_gradient_rows(from, out, result.operand.data<float>() + at, sums, n_from, first, last, begin, end);
+  };
+  const auto pass = [&](int64_t first, int64_t last, int64_t begin, int64_t end, double* sums) {
+    if (activation != Activation::gelu) return write(pg, po, n, first, last, begin, end, 0, sums);
+    // g · gelu′(z) a row at a time into a row the next loop reads while it is in L1
+    std::vector<float> gz(end - begin);
+    for (int64_t r = first; r < last; ++r) {
+      kernels::gelu_erf_backward_on_this_thread(pg + r * n + begin, saved.data<float>() + r * n + begin, gz.data(),
+                                                end - begin);
+      write(gz.data(), nullptr, end - begin, 0, 1, 0, end - begin, r * n + begin, sums);
+    }
   };
   if (!bias) {  // each element on its own: ranges of rows, each thread's memory contiguous
     parallel_for_ranges(rows, n, [&](int64_t first, int64_t last) { pass(first, last, 0, n, nullptr); });

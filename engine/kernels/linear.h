@@ -9,17 +9,20 @@ namespace ag {
 
 // relu?(x @ wᵀ + bias) for x (rows, K) and w (N, K), both f32, f64 or both bf16, bias (N) of the
 // result's dtype or undefined: the product with its epilogue fused on oneDNN, or the product, then
-// the bias and the activation in one pass over it. bf16 operands give an f32 result.
+// the bias and the activation in one pass over it. bf16 operands give an f32 result. Activation
+// none or relu: the op applies a GELU in a pass of its own, since its backward reads the product.
 Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation);
 
-// A linear's backward, its pass over the output gradient g (rows, N) f32, reading g (and, after a
-// ReLU, the output `out` (rows, N)) once: gz = g where out > 0 (or g), written as the products'
-// operand (bf16-rounded as to(gz, DType::bf16) when `bf16`), and with `bias` its column sums
+// A linear's backward, its pass over the output gradient g (rows, N) f32, reading g (and the
+// activation's saved tensor: a ReLU's output, or a GELU's input, the product) once: gz = g where
+// out > 0, g · gelu′(z) as gelu's backward computes it, or g, written as the products' operand
+// (bf16-rounded as to(gz, DType::bf16) when `bf16`), and with `bias` its column sums
 // db = Σ_rows gz, summed in f64 in row blocks as sum(gz, {0}) does: the same bits as those ops.
 struct LinearOutputGradient {
   Tensor operand;  // (rows, N): gz, f32 or bf16
   Tensor bias;     // (N), or undefined
 };
-LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& out, bool bf16, bool bias);
+LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& saved, Activation activation, bool bf16,
+                                            bool bias);
 
 }  // namespace ag

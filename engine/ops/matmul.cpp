@@ -108,16 +108,42 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            bias.defined() ? dtype_name(bias.dtype()) : "none");
 }
 
-// A linear's backward, from the output gradient: gz = g where out > 0 (after a ReLU) or g, (rows, out),
-// as the products' operand (bf16 under autocast), and db = Σ_rows gz if the bias wants it. One pass
-// of the kernel (linear_output_gradient) when nothing records; recorded ops otherwise.
-LinearOutputGradient output_gradient(const BackwardContext& c, const Shape& rows_shape, bool relu, bool bf16) {
+// The GELU's input z = x Wᵀ + b (rows, out) as a linear's backward reads it: saved, or, when the
+// backward is recorded (create_graph), recomputed with recorded ops, since the second order needs
+// how z depends on x, W and b.
+Tensor gelu_input(const BackwardContext& c, const Shape& rows_shape) {
+  if (grad_enabled()) return linear(c.saved[0], c.saved[1], c.saved[3]);
+  return reshape(c.saved[2], rows_shape);
+}
+
+// A linear's backward, from the output gradient: gz = g where out > 0 (after a ReLU), g · gelu′(z)
+// (after a GELU) or g, (rows, out), as the products' operand (bf16 under autocast), and db = Σ_rows gz
+// if the bias wants it. One pass of the kernel (linear_output_gradient) when nothing records;
+// recorded ops otherwise.
+LinearOutputGradient output_gradient(const BackwardContext& c, const Shape& rows_shape, Activation activation,
+                                     bool bf16) {
   const bool needs_bias = c.needs_grad.size() > 2 && c.needs_grad[2];
   const Tensor g = reshape(c.grad, rows_shape);  // (rows, out)
-  if (!grad_enabled() && g.dtype() == DType::f32 && (relu || bf16))
-    return linear_output_gradient(g, relu ? reshape(c.saved[2], rows_shape) : Tensor(), bf16, needs_bias);
-  const Tensor gz = relu ? threshold_backward(g, reshape(c.saved[2], rows_shape)) : g;  // (rows, out)
+  const bool activated = activation != Activation::none;
+  if (!grad_enabled() && g.dtype() == DType::f32 && (activated || bf16))
+    return linear_output_gradient(g, activated ? reshape(c.saved[2], rows_shape) : Tensor(), activation, bf16,
+                                  needs_bias);
+  Tensor gz = g;  // (rows, out)
+  if (activation == Activation::relu) gz = threshold_backward(g, reshape(c.saved[2], rows_shape));
+  if (activation == Activation::gelu) gz = gelu_erf_backward(g, gelu_input(c, rows_shape));
   return {bf16 ? to(gz, DType::bf16) : gz, needs_bias ? sum(gz, {0}) : Tensor()};
+}
+
+std::string_view linear_formula(Activation activation) {
+  switch (activation) {
+    case Activation::relu:
+      return "out = relu(x Wᵀ + b)  →  gz = g where out > 0, dx = gz W, dW = gzᵀ x, db = Σ gz";
+    case Activation::gelu:
+      return "out = gelu(z), z = x Wᵀ + b  →  gz = g · gelu′(z), dx = gz W, dW = gzᵀ x, db = Σ gz";
+    case Activation::none:
+      break;
+  }
+  return "out = x Wᵀ + b  →  dx = g W, dW = gᵀ x, db = Σ g (over the rows)";
 }
 
 }  // namespace
@@ -131,22 +157,28 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   const Tensor w = bf16 ? autocast_operand(weight) : weight;                  // (out, in)
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor out = reshape(linear_forward(x_rows, w, bias, activation), out_shape);  // (..., out)
-  const bool relu = activation == Activation::relu;
-  record(out,
-         {"LinearBackward",
-          {.bf16 = bf16,
-           .formula = relu ? "out = relu(x Wᵀ + b)  →  gz = g where out > 0, dx = gz W, dW = gzᵀ x, db = Σ gz"
-                           : "out = x Wᵀ + b  →  dx = g W, dW = gᵀ x, db = Σ g (over the rows)"}},
-         {x, weight, bias}, {x_rows, w, relu ? out : Tensor()},
-         [bf16, relu, in, out_features](const BackwardContext& c) {
-           // out = relu?(x @ Wᵀ + b)  →  gz = g where out > 0, dx = gz @ W, dW = gzᵀ @ x, db = Σ_rows gz
+  // A GELU runs in its own pass after the product, which its backward reads (z = x Wᵀ + b).
+  const Activation epilogue = activation == Activation::gelu ? Activation::none : activation;
+  const Tensor product = reshape(linear_forward(x_rows, w, bias, epilogue), out_shape);  // (..., out)
+  Tensor out = product;
+  if (activation == Activation::gelu) {
+    NoGradGuard no_grad;  // this node records the GELU with the product
+    out = gelu(product);  // (..., out), with its bf16 copy under autocast
+  }
+  // A ReLU's backward reads its output; a GELU's its input z (and, recomputing z, the bias).
+  Tensor activation_saved;
+  if (activation == Activation::relu) activation_saved = out;
+  if (activation == Activation::gelu) activation_saved = product;
+  record(out, {"LinearBackward", {.bf16 = bf16, .formula = linear_formula(activation)}}, {x, weight, bias},
+         {x_rows, w, activation_saved, activation == Activation::gelu ? bias : Tensor()},
+         [bf16, activation, in, out_features](const BackwardContext& c) {
+           // out = act(x @ Wᵀ + b)  →  gz = g · act′, dx = gz @ W, dW = gzᵀ @ x, db = Σ_rows gz
            AG_CHECK(!(bf16 && grad_enabled()),
                     "linear ran in bf16 (under AutocastGuard): its backward cannot be differentiated again "
                     "(create_graph); compute higher-order gradients in f32");
            const Tensor& x_rows = c.saved[0];  // (rows, in), bf16 under autocast
            const Tensor& w = c.saved[1];       // (out, in)
-           const auto [g_operand, bias_grad] = output_gradient(c, {x_rows.size(0), out_features}, relu, bf16);
+           const auto [g_operand, bias_grad] = output_gradient(c, {x_rows.size(0), out_features}, activation, bf16);
            const auto product = [](const Tensor& a, const Tensor& b, bool ta) {
              return grad_enabled() ? matmul(a, b, ta, false) : matmul_forward(a, b, ta, false, 1.0);
            };
@@ -200,6 +232,7 @@ void register_matmul_ops(Registry& registry) {
   };
   registry.add({"linear", linear_of(Activation::none), real_inputs(), linear_shapes});
   registry.add({"linear_relu", linear_of(Activation::relu), real_inputs(), linear_shapes});
+  registry.add({"linear_gelu", linear_of(Activation::gelu), real_inputs(), linear_shapes});
   std::vector<std::vector<Shape>> no_bias_shapes;
   for (const auto& set : linear_shapes) no_bias_shapes.push_back({set[0], set[1]});
   registry.add({"linear_no_bias", [](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, real_inputs(),

@@ -65,17 +65,6 @@ Tensor gelu_derivative(const Tensor& x, GeluApproximation approximation) {
   return out;
 }
 
-// gelu's backward, g · gelu′(x): in f32, when nothing records it, one pass with the numbers of the
-// two ops it stands for; a recorded backward (create_graph, forward mode's JVP) takes the ops, which
-// can be differentiated again.
-Tensor gelu_erf_backward(const Tensor& g, const Tensor& x) {
-  if (grad_enabled() || g.dtype() != DType::f32 || x.dtype() != DType::f32 || g.shape() != x.shape())
-    return mul(g, gelu_derivative(x, GeluApproximation::none));
-  Tensor dx = empty(x.shape(), DType::f32);
-  kernels::gelu_erf_backward(g.data<float>(), x.data<float>(), dx.data<float>(), x.numel());
-  return dx;
-}
-
 // gelu's forwards: x·Φ(x) (vectorised in f32), and the GPT-2 tanh form. Under autocast the f32
 // form also writes its output's bf16 copy, the next Linear's operand, in the same pass.
 Tensor gelu_erf_forward(std::string_view, const Tensor& x) {
@@ -107,6 +96,17 @@ constexpr Domain kAwayFromZero{.kinks = {0}, .kink_margin = 0.3};
 constexpr Domain kPositive{.low = 0.2, .high = 2.0};
 
 }  // namespace
+
+// gelu's backward, g · gelu′(x): in f32, when nothing records it, one pass with the numbers of the
+// two ops it stands for; a recorded backward (create_graph, forward mode's JVP) takes the ops, which
+// can be differentiated again.
+Tensor gelu_erf_backward(const Tensor& g, const Tensor& x) {
+  if (grad_enabled() || g.dtype() != DType::f32 || x.dtype() != DType::f32 || g.shape() != x.shape())
+    return mul(g, gelu_derivative(x, GeluApproximation::none));
+  Tensor dx = empty(x.shape(), DType::f32);
+  kernels::gelu_erf_backward(g.data<float>(), x.data<float>(), dx.data<float>(), x.numel());
+  return dx;
+}
 
 // Each row of pointwise_rows.h as `exp_row`, with its function when it has one.
 #define AG_POINTWISE_ROW(op, ...)   \

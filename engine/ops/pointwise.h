@@ -19,5 +19,7 @@ Tensor clamp(const Tensor& x, double min, double max);  // min > max: max everyw
 Tensor threshold_backward(const Tensor& grad, const Tensor& out);
 // The gelu row, or with GeluApproximation::tanh the gelu_tanh row.
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
+// gelu's backward (erf form), g · gelu′(x): one pass when nothing records, recorded ops otherwise.
+Tensor gelu_erf_backward(const Tensor& g, const Tensor& x);
 
 }  // namespace ag

@@ -272,7 +272,8 @@ TEST(Bf16Autocast, PolicyTable) {
     AutocastGuard autocast;
     const Tensor logits = gpt.forward(idx);  // (2, 8, 11)
     const Tensor x = reshape(logits, {16, 11});
-    loss = add(cross_entropy(x, reshape(idx, {16})), mean(mse_loss(softmax(x, -1), log_softmax(x, -1))));
+    // gelu on its own (the GPT's MLP runs it inside linear), and the common ops beside the step's
+    loss = add(cross_entropy(x, reshape(idx, {16})), mean(mse_loss(softmax(x, -1), log_softmax(gelu(x), -1))));
   }
   const Graph graph = capture_graph(loss, parameter_names(gpt.named_parameters()));
   std::map<std::string, int> seen;

@@ -280,10 +280,10 @@ TEST(MatmulOps, Errors) {
 }
 
 // linear's forward and its three gradients against its reference, the composition it fuses
-// (matmul, add, relu): the same numbers, bit for bit, on the oneDNN path (rows·in·out ≥ 8192) and
+// (matmul, add, relu or gelu): the same numbers, bit for bit, on the oneDNN path (rows·in·out ≥ 8192) and
 // on the loops, with and without bias and activation, the input 2-D or 3-D; the backward's one pass
-// over the output gradient (linear_output_gradient, after a ReLU or under autocast) against
-// threshold_backward, to(bf16) and sum.
+// over the output gradient (linear_output_gradient, after a ReLU or a GELU or under autocast) against
+// threshold_backward or gelu's backward, to(bf16) and sum.
 void expect_linear_equals_composition(const Shape& x_shape, int64_t out_features, bool with_bias, Activation activation,
                                       bool bf16 = false) {
   const AutocastGuard autocast(bf16);
@@ -303,9 +303,10 @@ void expect_linear_equals_composition(const Shape& x_shape, int64_t out_features
   Tensor composed = matmul(x, w, false, true);
   if (with_bias) composed = add(composed, b);
   if (activation == Activation::relu) composed = relu(composed);
+  if (activation == Activation::gelu) composed = gelu(composed);
   sum(mul(composed, u)).backward();
-  SCOPED_TRACE(fmt::format("x {} out {} bias {} relu {} bf16 {}", shape_str(x_shape), out_features, with_bias,
-                           activation == Activation::relu, bf16));
+  SCOPED_TRACE(fmt::format("x {} out {} bias {} activation {} bf16 {}", shape_str(x_shape), out_features, with_bias,
+                           static_cast<int>(activation), bf16));
   EXPECT_EQ(fused.to_vector(), composed.to_vector());
   EXPECT_EQ(fused_grads[0].to_vector(), x.grad().to_vector());
   EXPECT_EQ(fused_grads[1].to_vector(), w.grad().to_vector());
@@ -317,7 +318,7 @@ void expect_linear_equals_composition(const Shape& x_shape, int64_t out_features
 TEST(LinearOps, FusedEqualsTheCompositionBitForBit) {
   for (const Shape& x_shape : {Shape{3, 4}, Shape{2, 64, 48}, Shape{300, 40}})
     for (const bool with_bias : {true, false})
-      for (const Activation activation : {Activation::none, Activation::relu})
+      for (const Activation activation : {Activation::none, Activation::relu, Activation::gelu})
         expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, with_bias, activation);
 }
 
@@ -325,7 +326,7 @@ TEST(LinearOps, FusedEqualsTheCompositionUnderAutocast) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16)";
   for (const Shape& x_shape : {Shape{3, 4}, Shape{2, 64, 48}, Shape{300, 40}})
     for (const bool with_bias : {true, false})
-      for (const Activation activation : {Activation::none, Activation::relu})
+      for (const Activation activation : {Activation::none, Activation::relu, Activation::gelu})
         expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, with_bias, activation, true);
 }
 

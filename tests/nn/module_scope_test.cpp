@@ -97,7 +97,7 @@ TEST(ModuleScope, TransformerLayersInAModuleListCarryTheListName) {
   Transformer model(
       {.d_model = 4, .nhead = 2, .num_encoder_layers = 2, .num_decoder_layers = 1, .dim_feedforward = 8, .dropout = 0});
   const Tensor loss = sum(model(randn({3, 2, 4}), randn({3, 2, 4})));
-  // The feed-forward's ReLU runs as linear1's epilogue (Linear::forward_relu), in linear1's scope.
+  // The feed-forward's ReLU runs as linear1's epilogue (Linear::forward_activated), in linear1's scope.
   std::multiset<std::string> first_linears;
   for (const std::string& scope : scopes_of(loss, "linear"))
     if (scope.ends_with(".linear1")) first_linears.insert(scope);

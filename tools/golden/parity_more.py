@@ -122,16 +122,17 @@ def layer_norm_backward_family():
 
 def linear_family():
     """linear (engine/ops/matmul.h: the product with the bias and activation as its epilogue) against
-    F.linear and F.relu(F.linear(...)); f32 cases at oneDNN's sizes too. Last in the file, so that the
-    cases before keep their cotangents."""
-    for op in ["linear", "linear_relu", "linear_no_bias"]:
+    F.linear, F.relu(F.linear(...)) and F.gelu(F.linear(...)); f32 cases at oneDNN's sizes too. Last
+    in the file, so that the cases before keep their cotangents."""
+    for op in ["linear", "linear_relu", "linear_no_bias", "linear_gelu"]:
         with stream_of(op):
             for f32 in [False] * 12 + [True] * 3:
                 rows, k, n = (R.randint(16, 40), R.randint(24, 64), R.randint(16, 40)) if f32 else \
                     (R.randint(1, 5), R.randint(1, 5), R.randint(1, 5))
                 lead = R.choice([[], [2]]) if not f32 else [2]
                 ins = [real(lead + [rows, k]), real([n, k])] + ([] if op == "linear_no_bias" else [real([n])])
-                fn = (lambda x, w, b: F.relu(F.linear(x, w, b))) if op == "linear_relu" else F.linear
+                fn = {"linear_relu": lambda x, w, b: F.relu(F.linear(x, w, b)),
+                      "linear_gelu": lambda x, w, b: F.gelu(F.linear(x, w, b))}.get(op, F.linear)
                 case(op, "registry", ins, fn, f32=f32)
 
 
