@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "engine/autograd.h"
 #include "engine/kernels/optim.h"
@@ -62,6 +63,7 @@ void Optimizer::step() {
     ++state.step;
     update(param, grad, state);
   }
+  finish_step();
 }
 
 NamedTensors Optimizer::state_dict() const {
@@ -195,12 +197,24 @@ void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, dou
                                .correction2 = std::sqrt(1 - std::pow(options.beta2, steps)),
                                .step_size = -lr() / (1 - std::pow(options.beta1, steps))};
   // One pass: the same bits as the three passes param.mul_(kept), the moments,
-  // param.add_(update, step_size) would give.
+  // param.add_(update, step_size) would give. An f32 parameter's pass runs in finish_step.
+  ++param.impl()->storage->version;  // an in-place write, as mul_ and add_ count it
+  if (param.dtype() == DType::f32) {
+    const auto same_param = [&](const kernels::AdamTensor& t) { return t.param == param.data<float>(); };
+    if (std::any_of(gathered_.begin(), gathered_.end(), same_param)) finish_step();  // listed twice: in turn
+    gathered_.push_back({step, param.data<float>(), grad.data<float>(), state.buffers[0].data<float>(),
+                         state.buffers[1].data<float>(), param.numel()});
+    return;
+  }
   dispatch_floating(param.dtype(), type_name(), [&]<typename T>() {
     kernels::adam_step(step, param.data<T>(), grad.data<T>(), state.buffers[0].data<T>(), state.buffers[1].data<T>(),
                        param.numel());
   });
-  ++param.impl()->storage->version;  // an in-place write, as mul_ and add_ count it
+}
+
+void Adam::finish_step() {
+  const std::vector<kernels::AdamTensor> updates = std::exchange(gathered_, {});
+  kernels::adam_steps(updates);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, const std::vector<Tensor>& no_decay)

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/kernels/optim.h"
 #include "engine/tensor.h"
 
 namespace ag::nn {
@@ -45,8 +46,10 @@ class Optimizer {
 
   Optimizer(std::string_view name, std::vector<Tensor> params, double lr);  // name: for errors
   virtual std::vector<std::string> buffer_names() const = 0;
-  // Writes the parameter's new value, with state.step already counting this step.
+  // Writes the parameter's new value, with state.step already counting this step, or gathers the
+  // write for finish_step, which step() calls after the last parameter's update.
   virtual void update(Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  virtual void finish_step() {}
 
  private:
   std::vector<std::string> take_param_state(size_t index, std::map<std::string, Tensor>& given) const;
@@ -101,6 +104,11 @@ class Adam : public Optimizer {
   // Adam's step with L2 penalty l2 (Adam's weight decay), the parameter first scaled by
   // decay_factor (AdamW's decoupled decay, 1 - lr·weight_decay).
   void adam_update(Tensor& param, const Tensor& grad, ParamState& state, double l2, double decay_factor = 1);
+  // The f32 parameters' updates, gathered by adam_update and run together (kernels::adam_steps).
+  void finish_step() override;
+
+ private:
+  std::vector<kernels::AdamTensor> gathered_;
 };
 
 struct AdamWOptions {

@@ -1,5 +1,6 @@
 #include "engine/kernels/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/kernels/parallel.h"
@@ -52,6 +53,20 @@ void adam_step(const AdamStep& step, double* param, const double* grad, double* 
                int64_t n) {
   parallel_for_ranges(n, kCostPerElement, [&](int64_t begin, int64_t end) {
     adam_range_f64(step, param + begin, grad + begin, exp_avg + begin, exp_avg_sq + begin, end - begin);
+  });
+}
+
+void adam_steps(const std::vector<AdamTensor>& tensors) {
+  std::vector<int64_t> starts{0};  // where each tensor starts in the elements of all of them
+  for (const AdamTensor& t : tensors) starts.push_back(starts.back() + t.n);
+  parallel_for_ranges(starts.back(), kCostPerElement, [&](int64_t begin, int64_t end) {
+    size_t i = std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() - 1;
+    for (; i < tensors.size() && starts[i] < end; ++i) {
+      const AdamTensor& t = tensors[i];
+      const int64_t first = std::max(begin, starts[i]) - starts[i], last = std::min(end, starts[i + 1]) - starts[i];
+      if (first < last)
+        adam_range_f32(t.step, t.param + first, t.grad + first, t.exp_avg + first, t.exp_avg_sq + first, last - first);
+    }
   });
 }
 

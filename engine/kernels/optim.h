@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ag::kernels {
 
@@ -21,5 +22,19 @@ struct AdamStep {
 // for any thread count.
 void adam_step(const AdamStep& step, float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n);
 void adam_step(const AdamStep& step, double* param, const double* grad, double* exp_avg, double* exp_avg_sq, int64_t n);
+
+// One f32 parameter's update, for adam_steps.
+struct AdamTensor {
+  AdamStep step;
+  float* param;
+  const float* grad;
+  float* exp_avg;
+  float* exp_avg_sq;
+  int64_t n;
+};
+// Every tensor's adam_step in one parallel region, their elements shared evenly between the threads
+// as if they were one array: a model's many small parameters (biases, layer norms) then take one
+// fork and join, not one each, and keep both threads busy. The same bits as adam_step on each.
+void adam_steps(const std::vector<AdamTensor>& tensors);
 
 }  // namespace ag::kernels
