@@ -53,15 +53,20 @@ void Optimizer::zero_grad() {
 void Optimizer::step() {
   NoGradGuard no_grad;
   const std::vector<std::string> names = buffer_names();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& param = params_[i];
-    const Tensor& grad = param.grad();
-    if (!grad.defined()) continue;
-    ParamState& state = state_[i];
-    if (state.buffers.size() != names.size())
-      for (size_t b = 0; b < names.size(); ++b) state.buffers.push_back(zeros(param.shape(), param.dtype()));
-    ++state.step;
-    update(param, grad, state);
+  try {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor& param = params_[i];
+      const Tensor& grad = param.grad();
+      if (!grad.defined()) continue;
+      ParamState& state = state_[i];
+      if (state.buffers.size() != names.size())
+        for (size_t b = 0; b < names.size(); ++b) state.buffers.push_back(zeros(param.shape(), param.dtype()));
+      ++state.step;
+      update(param, grad, state);
+    }
+  } catch (...) {
+    finish_step();  // the parameters before the failure are updated, as when each ran in turn; none left pending
+    throw;
   }
   finish_step();
 }
