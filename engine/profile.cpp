@@ -27,7 +27,8 @@ int64_t inner_dim(const Shape& a, const Shape& out) {
 }
 
 // The FLOPs of one forward of a product node (2 per multiply-add), from its inputs' shapes and its
-// output's: matmul, linear (x, weight, bias) and attention (q, k, v). 0 for every other op.
+// output's: matmul, linear (x, weight, bias) and attention (q, k, v, or the packed projections). 0 for
+// every other op.
 double forward_flops(std::string_view name, const std::vector<Shape>& in, const Shape& out) {
   const auto out_numel = static_cast<double>(numel(out));
   if (name == "MatmulBackward" && in.size() == 2) return 2 * out_numel * static_cast<double>(inner_dim(in[0], out));
@@ -36,6 +37,12 @@ double forward_flops(std::string_view name, const std::vector<Shape>& in, const 
     const double scores = static_cast<double>(in[0][0] * in[0][1] * in[0][2] * in[1][2]);  // B·H·T·S
     return 2 * scores * static_cast<double>(in[0][3] + in[2][3]);                          // q kᵀ and W v
   }
+  // The packed projections, qkv (N, L, 3E) or q (N, T, E) and kv (N, S, 2E): over the H heads of E/H,
+  // q kᵀ and W v take N·T·S·E multiply-adds each, whatever H.
+  if (name == "PackedAttentionBackward" && in.size() == 1 && in[0].size() == 3)
+    return 2 * static_cast<double>(in[0][0] * in[0][1] * in[0][1]) * static_cast<double>(2 * (in[0][2] / 3));
+  if (name == "PackedAttentionBackward" && in.size() == 2 && in[0].size() == 3 && in[1].size() == 3)
+    return 2 * static_cast<double>(in[0][0] * in[0][1] * in[1][1]) * static_cast<double>(2 * in[0][2]);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/attention.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
@@ -49,6 +50,28 @@ TEST(Profiler, CountsEachOpAndTheProductsFlops) {
   EXPECT_GE(rows.at("Linear").bytes_allocated, 2 * 24 * 4 * 4.0);  // its (24, 4) f32 output at least
   EXPECT_EQ(forward_observer(), nullptr);                          // gone with the profiler
   EXPECT_EQ(backward_observer(), nullptr);
+}
+
+// The attention's two products, q kᵀ and W v, counted dense: scaled_dot_product_attention on (N, H,
+// T, d) heads, and the packed projections' ops on qkv (N, T, 3E), or q (N, T, E) and kv (N, S, 2E),
+// as on their split heads: 2·N·T·S·2E FLOPs a forward, whatever the number of heads.
+TEST(Profiler, CountsTheAttentionsProductsFlops) {
+  const int64_t N = 2, T = 5, S = 7, E = 8, H = 2;
+  const Tensor qkv = ones({N, T, 3 * E}).requires_grad_(), q = ones({N, T, E}).requires_grad_(),
+               kv = ones({N, S, 2 * E}).requires_grad_(), heads = ones({N, H, T, E / H}).requires_grad_();
+  std::map<std::string, Profiler::Row> rows;
+  {
+    Profiler profiler;
+    sum(packed_self_attention(qkv, H).output).backward();
+    sum(packed_cross_attention(q, kv, H).output).backward();
+    sum(scaled_dot_product_attention(heads, heads, heads).output).backward();
+    rows = rows_by_op(profiler);
+  }
+  const double self = 2.0 * N * T * T * 2 * E, cross = 2.0 * N * T * S * 2 * E;
+  EXPECT_DOUBLE_EQ(rows.at("PackedAttention").flops, self + cross);
+  EXPECT_DOUBLE_EQ(rows.at("PackedAttentionBackward").flops, 2 * (self + cross));
+  EXPECT_DOUBLE_EQ(rows.at("ScaledDotProductAttention").flops, self);
+  EXPECT_DOUBLE_EQ(rows.at("ScaledDotProductAttentionBackward").flops, 2 * self);
 }
 
 // Profiling does not change what the walk does: a leaf takes the gradient an op made for it alone
