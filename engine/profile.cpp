@@ -39,10 +39,12 @@ double forward_flops(std::string_view name, const std::vector<Shape>& in, const 
   }
   // The packed projections, qkv (N, L, 3E) or q (N, T, E) and kv (N, S, 2E): over the H heads of E/H,
   // q kᵀ and W v take N·T·S·E multiply-adds each, whatever H.
-  if (name == "PackedAttentionBackward" && in.size() == 1 && in[0].size() == 3)
-    return 2 * static_cast<double>(in[0][0] * in[0][1] * in[0][1]) * static_cast<double>(2 * (in[0][2] / 3));
-  if (name == "PackedAttentionBackward" && in.size() == 2 && in[0].size() == 3 && in[1].size() == 3)
-    return 2 * static_cast<double>(in[0][0] * in[0][1] * in[1][1]) * static_cast<double>(2 * in[0][2]);
+  if (name == "PackedAttentionBackward" && (in.size() == 1 || in.size() == 2) && in.front().size() == 3 &&
+      in.back().size() == 3) {
+    const Shape &q = in.front(), &kv = in.back();
+    const int64_t E = in.size() == 1 ? q[2] / 3 : q[2];
+    return 2 * static_cast<double>(q[0] * q[1] * kv[1]) * static_cast<double>(2 * E);
+  }
   return 0;
 }
 
