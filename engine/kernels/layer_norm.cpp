@@ -17,10 +17,11 @@ namespace ag {
 
 namespace {
 
-// 1 / sqrt(var + eps) from a stored variance, in T: every kernel below computes it this one way.
+// 1 / sqrt(var + eps) from a stored variance, in T, as oneDNN's forward computes it (a square root
+// and a division: a powf per row cost 0.6% of a charlm step).
 template <typename T>
 T rstd_of(T variance, double eps) {
-  return std::pow(variance + static_cast<T>(eps), static_cast<T>(-0.5));
+  return T(1) / std::sqrt(variance + static_cast<T>(eps));
 }
 
 // The reference kernel: out, mean and variance per row of (rows, cols), statistics in double.
