@@ -70,7 +70,24 @@ Tensor attention_product(const AttentionPlan& p, const Tensor& x, const Tensor& 
   return matmul_forward(converted(x, DType::bf16), converted(y, DType::bf16), tx, ty, scale);
 }
 
+bool bf16_heads(const AttentionPlan& p) {
+  return p.bf16 && (!p.streaming || kernels::bf16_heads_fit(p.T, p.S, p.d, p.dv));
+}
+
+namespace {
+
+const uint16_t* bf16_bits(const Tensor& x) { return reinterpret_cast<const uint16_t*>(x.data<BFloat16>()); }
+
+}  // namespace
+
 Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse) {
+  if (t.q.dtype() == DType::bf16) {                         // Note [bf16 head kernel]
+    Tensor out = empty({p.B, p.H, p.T, p.dv}, DType::f32);  // (B, H, T, dv)
+    lse = empty({p.B, p.H, p.T}, DType::f32);               // (B, H, T)
+    kernels::flash_attention_forward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
+                                          bf16_bits(t.k), bf16_bits(t.v), out.data<float>(), lse.data<float>());
+    return out;
+  }
   Tensor out = empty({p.B, p.H, p.T, p.dv}, t.q.dtype());  // (B, H, T, dv)
   lse = empty({p.B, p.H, p.T}, t.q.dtype());               // (B, H, T)
   dispatch_floating(t.q.dtype(), "scaled_dot_product_attention", [&]<typename F>() {
@@ -82,6 +99,17 @@ Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensor
 
 std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
                                                  const Tensor& out, const Tensor& lse, std::array<bool, 3> needs) {
+  if (t.q.dtype() == DType::bf16) {  // Note [bf16 head kernel]: the output's gradient rounded as the products' operand
+    std::vector<Tensor> grads = {empty(t.q.shape(), DType::f32), empty(t.k.shape(), DType::f32),
+                                 empty(t.v.shape(), DType::f32)};  // dq, dk, dv
+    kernels::flash_attention_backward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
+                                           bf16_bits(t.k), bf16_bits(t.v), lse.data<float>(),
+                                           bf16_bits(converted(g, DType::bf16)), grads[0].data<float>(),
+                                           grads[1].data<float>(), grads[2].data<float>());
+    for (int i = 0; i < 3; ++i)
+      if (!needs[i]) grads[i] = Tensor();
+    return grads;
+  }
   std::vector<Tensor> grads = {empty(t.q.shape(), g.dtype()), empty(t.k.shape(), g.dtype()),
                                empty(t.v.shape(), g.dtype())};  // dq, dk, dv
   dispatch_floating(g.dtype(), "scaled_dot_product_attention", [&]<typename F>() {

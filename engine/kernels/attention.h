@@ -33,9 +33,16 @@ struct AttentionTensors {
 // scale · x @ y (flags as matmul's): with bf16 operands and an f32 result under p.bf16.
 Tensor attention_product(const AttentionPlan& p, const Tensor& x, const Tensor& y, bool tx, bool ty, double scale);
 
-// Streaming: out (B, H, T, dv) and each query row's logsumexp, lse (B, H, T).
+// Whether the kernel's products read bf16 heads (q, k, v given in bf16): the materialising kernel's
+// under autocast, and the streaming one's for heads that fit the bf16 head kernel (Note [bf16 head
+// kernel], flash_attention.h).
+bool bf16_heads(const AttentionPlan& p);
+
+// Streaming: out (B, H, T, dv) and each query row's logsumexp, lse (B, H, T); f32 out and lse from
+// bf16 heads (bf16_heads).
 Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse);
-// Its backward: {dq, dk, dv} from out, lse and the output's gradient g, each only where `needs` asks.
+// Its backward: {dq, dk, dv} from out, lse and the output's gradient g, each only where `needs` asks
+// (f32 for bf16 heads).
 std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
                                                  const Tensor& out, const Tensor& lse, std::array<bool, 3> needs);
 

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -382,6 +383,403 @@ void backward_head(const FlashProblem<F>& p, const Head<F>& h, int64_t bh, Backw
   for (F* g = h.dq; g < h.dq + p.T * p.d; ++g) *g *= p.scale;
 }
 
+// ---- bf16 heads (Note [bf16 head kernel]) ----
+
+// GCC 12's AVX-512 headers give these intrinsics _mm512_undefined_*() as their unused source
+// operand, which -W(maybe-)uninitialized reports once they are inlined (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#define AG_BF16_TARGET gnu::target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq")
+
+// c (R rows × NV vectors of 16) = Σ_p a(r, p) · b(p, ·): a(r, p) is the int32 pair (two bf16) at
+// a[r·a_row + p·a_col], b's row p is NV·16 pairs at b + p·ldb; vdpbf16ps sums each pair's two
+// products into its f32 lane.
+template <int R, int NV>
+[[AG_BF16_TARGET, gnu::always_inline]] inline void pair_tile(const int32_t* a, int64_t a_row, int64_t a_col,
+                                                             const int32_t* b, int64_t ldb, int64_t pairs, float* c,
+                                                             int64_t ldc) {
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NV; ++n) acc[r][n] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh b_pairs[NV];
+    for (int n = 0; n < NV; ++n) b_pairs[n] = (__m512bh)_mm512_loadu_si512(b + p * ldb + 16 * n);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a_pair = (__m512bh)_mm512_set1_epi32(a[r * a_row + p * a_col]);
+      for (int n = 0; n < NV; ++n) acc[r][n] = _mm512_dpbf16_ps(acc[r][n], a_pair, b_pairs[n]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NV; ++n) _mm512_storeu_ps(c + r * ldc + 16 * n, acc[r][n]);
+}
+
+// c (rows, 16·NV) = a @ b in tiles: rows a multiple of 8 (of 4 when NV > 2, keeping 16 sums in
+// registers).
+template <int NV>
+[[AG_BF16_TARGET]] void pair_product_nv(const int32_t* a, int64_t a_row, int64_t a_col, const int32_t* b, int64_t ldb,
+                                        int64_t pairs, float* c, int64_t ldc, int64_t rows) {
+  constexpr int R = NV > 2 ? 4 : 8;
+  for (int64_t r = 0; r < rows; r += R) pair_tile<R, NV>(a + r * a_row, a_row, a_col, b, ldb, pairs, c + r * ldc, ldc);
+}
+
+// One block product of the head kernel: c (rows, 16·vectors) = a (rows, pairs) @ b (pairs, 16·vectors).
+struct PairProduct {
+  const int32_t* a;
+  int64_t a_row, a_col;
+  const int32_t* b;
+  int64_t ldb, pairs;
+  float* c;
+  int64_t ldc, rows, vectors;
+};
+
+[[AG_BF16_TARGET]] void pair_product(const PairProduct& g) {
+  switch (g.vectors) {
+    case 1:
+      return pair_product_nv<1>(g.a, g.a_row, g.a_col, g.b, g.ldb, g.pairs, g.c, g.ldc, g.rows);
+    case 2:
+      return pair_product_nv<2>(g.a, g.a_row, g.a_col, g.b, g.ldb, g.pairs, g.c, g.ldc, g.rows);
+    case 3:
+      return pair_product_nv<3>(g.a, g.a_row, g.a_col, g.b, g.ldb, g.pairs, g.c, g.ldc, g.rows);
+    default:
+      return pair_product_nv<4>(g.a, g.a_row, g.a_col, g.b, g.ldb, g.pairs, g.c, g.ldc, g.rows);
+  }
+}
+
+// e^x in 16 lanes, as exp_nonpositive computes it (x below -87 gives e^-87: callers zero masked lanes).
+[[AG_BF16_TARGET, gnu::always_inline]] inline __m512 exp_lanes(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // a NaN x stays NaN (max returns its second operand)
+  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 e = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(e, n);
+}
+
+// 16 f32 lanes rounded to bf16 bits as bf16_bits_from_f32 rounds them, in the low halves of 32-bit lanes.
+[[AG_BF16_TARGET, gnu::always_inline]] inline __m512i bf16_lanes(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  return _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_epi32(0xFFFF));
+}
+
+// Lanes l of `even` and `odd` as the pairs (even_l, odd_l): two rows' values side by side.
+[[AG_BF16_TARGET, gnu::always_inline]] inline __m512i pairs_of_rows(__m512 even, __m512 odd) {
+  return _mm512_or_si512(bf16_lanes(even), _mm512_slli_epi32(bf16_lanes(odd), 16));
+}
+
+// Lanes 2l and 2l+1 of x as pair l: 8 pairs of one row's neighbouring values.
+[[AG_BF16_TARGET, gnu::always_inline]] inline __m256i pairs_of_lanes(__m512 x) {
+  return _mm512_cvtepi32_epi16(bf16_lanes(x));
+}
+
+// The head's operands, padded with zeros to whole vectors: rows to 16, columns to 16.
+struct HeadSizes {
+  int64_t T, S, d, dv;      // the problem's
+  int64_t Tp, Sp, dp, dvp;  // padded
+  int64_t call;             // which call of the kernel (head_kernel_calls)
+};
+
+// Per-thread scratch of the head kernel, sized for kBf16HeadMax (int32 arrays hold bf16 pairs).
+struct HeadScratch {
+  std::vector<uint16_t> q, k, v, dout;                     // (Tp, dp), (Sp, dp), (Sp, dvp), (Tp, dvp) bf16, zero padded
+  std::vector<int32_t> q_by_pair;                          // (dp/2, Tp): q's pairs, column by column
+  std::vector<int32_t> dout_by_pair;                       // (dvp/2, Tp)
+  std::vector<int32_t> q_rows, k_rows, v_rows, dout_rows;  // (Tp/2, dp) …: pairs of rows
+  std::vector<float> scores, dscores;                      // (Sp, Tp): a key per row, a query per lane
+  std::vector<int32_t> p_by_key;                           // (Sp, Tp/2): each key's weights, pairs of queries
+  std::vector<int32_t> ds_by_key;                          // (Sp, Tp/2): the same of the scores' gradient
+  std::vector<int32_t> p_by_query;                         // (Sp/2, Tp): pairs of keys, a query per lane
+  std::vector<float> added;                                // (Sp, Tp): the attn_mask block, or empty
+  int64_t added_call = -1, added_at = -1;                  // the call and mask offset `added` holds
+  std::vector<float> out;                                  // (Tp, max(dvp, dp))
+  HeadScratch() {
+    constexpr int64_t n = kBf16HeadMax * kBf16HeadMax;
+    for (auto* x : {&q, &k, &v, &dout}) x->assign(n, 0);
+    for (auto* x :
+         {&q_by_pair, &dout_by_pair, &q_rows, &k_rows, &v_rows, &dout_rows, &p_by_key, &ds_by_key, &p_by_query})
+      x->assign(n / 2, 0);
+    for (auto* x : {&scores, &dscores, &out}) x->assign(n, 0);
+  }
+};
+
+// The calling thread's scratch, allocated once: a call copies and allocates nothing.
+HeadScratch& thread_scratch() {
+  thread_local HeadScratch scratch;
+  return scratch;
+}
+
+// Numbers the head kernel's calls: a thread's cached mask block belongs to one call only.
+std::atomic<int64_t> head_kernel_calls{0};
+
+// A call's sizes, and its number.
+HeadSizes head_sizes(const FlashProblem<float>& p) {
+  const auto up = [](int64_t n) { return (n + 15) / 16 * 16; };
+  return {p.T, p.S, p.d, p.dv, up(p.T), up(p.S), up(p.d), up(p.dv), head_kernel_calls++};
+}
+
+// src (rows, cols_in) bf16 as a (rows_padded, cols) operand: src itself when it has those sizes,
+// else copied into dst with zeros around.
+const uint16_t* padded(const uint16_t* src, int64_t rows, int64_t cols_in, int64_t rows_padded, int64_t cols,
+                       uint16_t* dst) {
+  if (rows == rows_padded && cols_in == cols) return src;
+  for (int64_t r = 0; r < rows_padded; ++r) {
+    uint16_t* row = dst + r * cols;
+    if (r < rows) std::copy(src + r * cols_in, src + (r + 1) * cols_in, row);
+    std::fill(row + (r < rows ? cols_in : 0), row + cols, uint16_t(0));
+  }
+  return dst;
+}
+
+// (rows, cols) bf16 → (rows/2, cols) pairs of rows (row 2r's value, row 2r+1's), cols a multiple of 16.
+[[AG_BF16_TARGET]] void pair_rows(const uint16_t* x, int64_t rows, int64_t cols, int32_t* out) {
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t r = 0; r < rows / 2; ++r)
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __m256i even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * r * cols + c));
+      const __m256i odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (2 * r + 1) * cols + c));
+      const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(even), odd, 1);
+      _mm512_storeu_si512(out + r * cols + c, _mm512_permutexvar_epi16(interleave, both));
+    }
+}
+
+// dst (16, 16) = src (16, 16)ᵀ, 32-bit elements, rows ld_src and ld_dst apart.
+[[AG_BF16_TARGET]] void transpose_16x16(const int32_t* src, int64_t ld_src, int32_t* dst, int64_t ld_dst) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * ld_src);
+  for (int i = 0; i < 16; i += 2) {  // 32-bit interleaves of row pairs
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 64-bit interleaves
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int h = 0; h < 16; h += 8)  // 128-bit lanes, then 256-bit halves
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xDD);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + i * ld_dst, r[i]);
+}
+
+// (rows, cols) bf16 → (cols/2, rows): each row's pairs of columns, a row per lane; rows a multiple of 16.
+[[AG_BF16_TARGET]] void pairs_by_column(const uint16_t* x, int64_t rows, int64_t cols, int32_t* out) {
+  const auto* pairs = reinterpret_cast<const int32_t*>(x);  // (rows, cols/2)
+  const int64_t width = cols / 2;
+  if (width % 16 == 0) {
+    for (int64_t r = 0; r < rows; r += 16)
+      for (int64_t c = 0; c < width; c += 16) transpose_16x16(pairs + r * width + c, width, out + c * rows + r, rows);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) out[c * rows + r] = pairs[r * width + c];
+}
+
+// The attn_mask's (S, T) block of head (b, h) as additive values: -inf where a b8 mask leaves a key
+// out, the float mask's values otherwise; kept while the next head reads the same block.
+void added_block(const FlashProblem<float>& p, const HeadSizes& z, int64_t b, int64_t h, HeadScratch& w) {
+  const int64_t* ms = p.mask_strides;
+  const int64_t at = b * ms[0] + h * ms[1];
+  if (z.call == w.added_call && at == w.added_at) return;
+  w.added.assign(z.Sp * z.Tp, 0.0f);
+  for (int64_t j = 0; j < z.S; ++j)
+    for (int64_t i = 0; i < z.T; ++i) {
+      const int64_t e = at + i * ms[2] + j * ms[3];
+      w.added[j * z.Tp + i] =
+          p.takes_part ? (p.takes_part[e] ? 0.0f : -std::numeric_limits<float>::infinity()) : p.added[e];
+    }
+  w.added_call = z.call;
+  w.added_at = at;
+}
+
+// Queries [i0, i0+16) of a head: their lanes, the keys they may see (causal: none after the last of
+// them) and the lanes past the head's queries.
+struct QueryBlock {
+  int64_t i0, keys;
+  __m512i queries;
+  __mmask16 padding;
+};
+
+[[AG_BF16_TARGET, gnu::always_inline]] inline QueryBlock query_block(const FlashProblem<float>& p, const HeadSizes& z,
+                                                                     int64_t i0) {
+  const __m512i queries = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32(static_cast<int32_t>(i0)));
+  return {i0, p.causal ? std::min(z.Sp, i0 + 16) : z.Sp, queries,
+          _mm512_cmpge_epi32_mask(queries, _mm512_set1_epi32(static_cast<int32_t>(z.T)))};
+}
+
+// The masked, scaled scores of the block's queries against key j (w.scores unscaled); -inf where a
+// mask (or padding) leaves the key out.
+[[AG_BF16_TARGET, gnu::always_inline]] inline __m512 masked_scores(const FlashProblem<float>& p, const HeadSizes& z,
+                                                                   const HeadScratch& w, int64_t b, int64_t j,
+                                                                   const QueryBlock& block) {
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  if (j >= z.S || (p.padded && p.padded[b * p.S + j])) return minus_inf;
+  __m512 x = _mm512_mul_ps(_mm512_loadu_ps(w.scores.data() + j * z.Tp + block.i0), _mm512_set1_ps(p.scale));
+  if (p.takes_part || p.added) x = _mm512_add_ps(x, _mm512_loadu_ps(w.added.data() + j * z.Tp + block.i0));
+  __mmask16 hidden = block.padding;
+  if (p.causal) hidden |= _mm512_cmplt_epi32_mask(block.queries, _mm512_set1_epi32(static_cast<int32_t>(j)));
+  return _mm512_mask_blend_ps(hidden, x, minus_inf);
+}
+
+// e^(x − shift), 0 where x is -inf (a key left out) or the shift is (a query that sees no key); NaN
+// stays NaN.
+[[AG_BF16_TARGET, gnu::always_inline]] inline __m512 weights_of(__m512 x, __m512 shift) {
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __mmask16 kept =
+      _mm512_cmp_ps_mask(x, minus_inf, _CMP_NEQ_UQ) & _mm512_cmp_ps_mask(shift, minus_inf, _CMP_NEQ_UQ);
+  return _mm512_maskz_mov_ps(kept, exp_lanes(_mm512_sub_ps(x, shift)));
+}
+
+// A head's operands as the kernel reads them: padded where the sizes ask (else the inputs themselves).
+struct HeadOperands {
+  const uint16_t *q, *k, *v, *dout;
+};
+
+HeadOperands head_operands(const HeadSizes& z, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                           const uint16_t* dout, HeadScratch& w) {
+  return {padded(q, z.T, z.d, z.Tp, z.dp, w.q.data()), padded(k, z.S, z.d, z.Sp, z.dp, w.k.data()),
+          padded(v, z.S, z.dv, z.Sp, z.dvp, w.v.data()),
+          dout ? padded(dout, z.T, z.dv, z.Tp, z.dvp, w.dout.data()) : nullptr};
+}
+
+// scoresᵀ (Sp, Tp) = k @ qᵀ, unscaled: a key per row.
+void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
+  pairs_by_column(x.q, z.Tp, z.dp, w.q_by_pair.data());
+  pair_product({reinterpret_cast<const int32_t*>(x.k), z.dp / 2, 1, w.q_by_pair.data(), z.Tp, z.dp / 2, w.scores.data(),
+                z.Tp, z.Sp, z.Tp / 16});
+}
+
+[[AG_BF16_TARGET]] void head_forward_bf16(const FlashProblem<float>& p, const HeadSizes& z, int64_t bh,
+                                          const uint16_t* q, const uint16_t* k, const uint16_t* v, float* out,
+                                          float* lse, HeadScratch& w) {
+  const int64_t b = bh / p.H;
+  const HeadOperands x = head_operands(z, q, k, v, nullptr, w);
+  pair_rows(x.v, z.Sp, z.dvp, w.v_rows.data());
+  if (p.takes_part || p.added) added_block(p, z, b, bh % p.H, w);
+  key_scores(z, x, w);
+  // e = e^(scale · q kᵀ + masks − max) over the keys, 16 queries at a time, a query per lane, as
+  // pairs of keys in bf16; the rows are divided by their sums after the product
+  float* scores = w.dscores.data();  // (Sp, Tp)
+  int32_t* e_pairs = w.p_by_query.data();
+  alignas(64) float inverses[kBf16HeadMax];
+  for (int64_t i0 = 0; i0 < z.Tp; i0 += 16) {
+    const QueryBlock block = query_block(p, z, i0);
+    __m512 max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < block.keys; ++j) {
+      const __m512 s = masked_scores(p, z, w, b, j, block);
+      _mm512_storeu_ps(scores + j * z.Tp + i0, s);
+      max = _mm512_max_ps(max, s);
+    }
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < z.Sp; j += 2) {
+      if (j >= block.keys) {  // keys after the block's last query (causal): no weight
+        _mm512_storeu_si512(e_pairs + (j / 2) * z.Tp + i0, _mm512_setzero_si512());
+        continue;
+      }
+      const __m512 even = weights_of(_mm512_loadu_ps(scores + j * z.Tp + i0), max);
+      const __m512 odd = weights_of(_mm512_loadu_ps(scores + (j + 1) * z.Tp + i0), max);
+      sum = _mm512_add_ps(_mm512_add_ps(sum, even), odd);
+      _mm512_storeu_si512(e_pairs + (j / 2) * z.Tp + i0, pairs_of_rows(even, odd));
+    }
+    const __mmask16 seen = _mm512_cmp_ps_mask(sum, _mm512_setzero_ps(), _CMP_NEQ_UQ);  // some key (or a NaN)
+    _mm512_store_ps(inverses + i0, _mm512_maskz_div_ps(seen, _mm512_set1_ps(1.0f), sum));
+    alignas(64) float maxes[16], sums[16];
+    _mm512_store_ps(maxes, max);
+    _mm512_store_ps(sums, sum);
+    for (int64_t l = 0; l < 16 && i0 + l < z.T; ++l)
+      lse[i0 + l] = sums[l] != 0 ? maxes[l] + std::log(sums[l]) : -std::numeric_limits<float>::infinity();
+  }
+  // out (Tp, dvp) = (e @ v) / Σ e: a query per row, pairs of keys
+  pair_product({e_pairs, 1, z.Tp, w.v_rows.data(), z.dvp, z.Sp / 2, w.out.data(), z.dvp, z.Tp, z.dvp / 16});
+  for (int64_t i = 0; i < z.T; ++i) {
+    float* row = out + i * z.dv;
+    const float* product = w.out.data() + i * z.dvp;
+    if (lse[i] == -std::numeric_limits<float>::infinity())
+      std::fill(row, row + z.dv, p.zero_masked_rows ? 0.0f : std::numeric_limits<float>::quiet_NaN());
+    else
+      for (int64_t c = 0; c < z.dv; ++c) row[c] = product[c] * inverses[i];
+  }
+}
+
+// out (rows, cols) = scale · product (rows, cols_padded): the product's rows cut to the output's width.
+void scaled_rows(const float* product, int64_t rows, int64_t cols, int64_t cols_padded, float scale, float* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = scale * product[r * cols_padded + c];
+}
+
+[[AG_BF16_TARGET]] void head_backward_bf16(const FlashProblem<float>& p, const HeadSizes& z, int64_t bh,
+                                           const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
+                                           const uint16_t* dout, float* dq, float* dk, float* dv, HeadScratch& w) {
+  const int64_t b = bh / p.H;
+  const HeadOperands x = head_operands(z, q, k, v, dout, w);
+  if (p.takes_part || p.added) added_block(p, z, b, bh % p.H, w);
+  key_scores(z, x, w);
+  // forward: out = p @ v  →  dpᵀ (Sp, Tp) = v @ doutᵀ
+  pairs_by_column(x.dout, z.Tp, z.dvp, w.dout_by_pair.data());
+  pair_product({reinterpret_cast<const int32_t*>(x.v), z.dvp / 2, 1, w.dout_by_pair.data(), z.Tp, z.dvp / 2,
+                w.dscores.data(), z.Tp, z.Sp, z.Tp / 16});
+  // p = e^(s − lse)  →  ds = p ⊙ (dp − Σ_keys p ⊙ dp), as pairs of keys (for dq) and of queries (for dk)
+  float* weights = w.scores.data();  // (Sp, Tp), over the scores as they are read
+  const float* dps = w.dscores.data();
+  int32_t *p_by_key = w.p_by_key.data(), *ds_by_key = w.ds_by_key.data(), *ds_by_query = w.p_by_query.data();
+  for (int64_t i0 = 0; i0 < z.Tp; i0 += 16) {
+    alignas(64) float shifts[16];
+    for (int64_t l = 0; l < 16; ++l) shifts[l] = i0 + l < z.T ? lse[i0 + l] : -std::numeric_limits<float>::infinity();
+    const __m512 shift = _mm512_load_ps(shifts);
+    __m512 dot = _mm512_setzero_ps();
+    const QueryBlock block = query_block(p, z, i0);
+    for (int64_t j = 0; j < z.Sp; ++j) {
+      const __m512 weight =
+          j < block.keys ? weights_of(masked_scores(p, z, w, b, j, block), shift) : _mm512_setzero_ps();
+      _mm512_storeu_ps(weights + j * z.Tp + i0, weight);
+      dot = _mm512_fmadd_ps(weight, _mm512_loadu_ps(dps + j * z.Tp + i0), dot);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p_by_key + j * z.Tp / 2 + i0 / 2), pairs_of_lanes(weight));
+    }
+    for (int64_t j = 0; j < z.Sp; j += 2) {
+      const float* dp = dps + j * z.Tp + i0;
+      const float* weight = weights + j * z.Tp + i0;
+      const __m512 even = _mm512_mul_ps(_mm512_loadu_ps(weight), _mm512_sub_ps(_mm512_loadu_ps(dp), dot));
+      const __m512 odd = _mm512_mul_ps(_mm512_loadu_ps(weight + z.Tp), _mm512_sub_ps(_mm512_loadu_ps(dp + z.Tp), dot));
+      _mm512_storeu_si512(ds_by_query + (j / 2) * z.Tp + i0, pairs_of_rows(even, odd));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds_by_key + j * z.Tp / 2 + i0 / 2), pairs_of_lanes(even));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds_by_key + (j + 1) * z.Tp / 2 + i0 / 2), pairs_of_lanes(odd));
+    }
+  }
+  // dv (Sp, dvp) = pᵀ @ dout: a key per row, pairs of queries
+  pair_rows(x.dout, z.Tp, z.dvp, w.dout_rows.data());
+  pair_product(
+      {w.p_by_key.data(), z.Tp / 2, 1, w.dout_rows.data(), z.dvp, z.Tp / 2, w.out.data(), z.dvp, z.Sp, z.dvp / 16});
+  scaled_rows(w.out.data(), z.S, z.dv, z.dvp, 1.0f, dv);
+  // s = scale · q kᵀ  →  dq (Tp, dp) = scale · ds @ k (a query per row, pairs of keys)
+  pair_rows(x.k, z.Sp, z.dp, w.k_rows.data());
+  pair_product({w.p_by_query.data(), 1, z.Tp, w.k_rows.data(), z.dp, z.Sp / 2, w.out.data(), z.dp, z.Tp, z.dp / 16});
+  scaled_rows(w.out.data(), z.T, z.d, z.dp, p.scale, dq);
+  // dk (Sp, dp) = scale · dsᵀ @ q (a key per row, pairs of queries)
+  pair_rows(x.q, z.Tp, z.dp, w.q_rows.data());
+  pair_product({w.ds_by_key.data(), z.Tp / 2, 1, w.q_rows.data(), z.dp, z.Tp / 2, w.out.data(), z.dp, z.Sp, z.dp / 16});
+  scaled_rows(w.out.data(), z.S, z.d, z.dp, p.scale, dk);
+}
+
+#undef AG_BF16_TARGET
+#pragma GCC diagnostic pop
+
 }  // namespace
 
 template <typename F>
@@ -431,6 +829,30 @@ void flash_attention_backward(const FlashProblem<F>& p, const F* q, const F* k, 
   template void flash_attention_forward(const FlashProblem<F>&, const F*, const F*, const F*, F*, F*);             \
   template void flash_attention_backward(const FlashProblem<F>&, const F*, const F*, const F*, const F*, const F*, \
                                          const F*, F*, F*, F*);
+bool bf16_heads_fit(int64_t T, int64_t S, int64_t d, int64_t dv) {
+  return T <= kBf16HeadMax && S <= kBf16HeadMax && d <= kBf16HeadMax && dv <= kBf16HeadMax;
+}
+
+void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  float* out, float* lse) {
+  const HeadSizes z = head_sizes(p);
+  for_each_task(p.B * p.H, z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
+    head_forward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, out + bh * p.T * p.dv,
+                      lse + bh * p.T, thread_scratch());
+  });
+}
+
+void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k,
+                                   const uint16_t* v, const float* lse, const uint16_t* dout, float* dq, float* dk,
+                                   float* dv) {
+  const HeadSizes z = head_sizes(p);
+  for_each_task(p.B * p.H, 3 * z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
+    const int64_t qo = bh * p.T * p.d, ko = bh * p.S * p.d, vo = bh * p.S * p.dv, oo = bh * p.T * p.dv;
+    head_backward_bf16(p, z, bh, q + qo, k + ko, v + vo, lse + bh * p.T, dout + oo, dq + qo, dk + ko, dv + vo,
+                       thread_scratch());
+  });
+}
+
 AG_FLASH_INSTANTIATE(float)
 AG_FLASH_INSTANTIATE(double)
 #undef AG_FLASH_INSTANTIATE

@@ -43,4 +43,22 @@ template <typename F>
 void flash_attention_backward(const FlashProblem<F>& p, const F* q, const F* k, const F* v, const F* out, const F* lse,
                               const F* dout, F* dq, F* dk, F* dv);
 
+// Note [bf16 head kernel]
+// Under autocast, heads of at most kBf16HeadMax queries and keys (and head sizes up to it) run a
+// kernel of their own: q, k, v given in bf16 (the head split writes them so), each head one
+// block, its scores, weights and gradients never leaving L1. Products are vdpbf16ps over operands
+// laid out once per head as pairs; the weights are computed 16 queries at a time, a query per
+// lane and a key per vector, so a row's max and sum need no reduction across lanes. The same
+// arithmetic as the materialising kernel's under autocast (f32 scores and softmax, the weights
+// rounded to bf16 for the products, f32 sums) in another order: equal to a few bf16 ulps.
+inline constexpr int64_t kBf16HeadMax = 64;
+bool bf16_heads_fit(int64_t T, int64_t S, int64_t d, int64_t dv);
+// out (B, H, T, dv) and lse (B, H, T) as flash_attention_forward gives them, from bf16 q, k, v.
+void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  float* out, float* lse);
+// dq, dk, dv (f32, shaped as q, k, v) from bf16 q, k, v and dout and the forward's lse.
+void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k,
+                                   const uint16_t* v, const float* lse, const uint16_t* dout, float* dq, float* dk,
+                                   float* dv);
+
 }  // namespace ag::kernels

@@ -18,6 +18,7 @@
 #include "engine/kernels/broadcast.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dropout.h"
+#include "engine/kernels/flash_attention.h"
 #include "engine/kernels/softmax.h"
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/attention_node.h"
@@ -68,12 +69,15 @@ bool attention_streams(int64_t T, int64_t S, const AttentionOptions& o) {
 
 namespace {
 
+// attention_streams, and under autocast heads that fit the bf16 head kernel (Note [bf16 head
+// kernel]): faster than the materialising kernel there (tools/bench/README.md, "bf16 heads").
 bool streams(const AttentionOptions& o, const AttentionPlan& p) {
   const bool can_stream = o.dropout_p == 0 && !o.need_weights;
   AG_CHECK(can_stream || o.kernel != AttentionKernel::streaming,
            "scaled_dot_product_attention: the streaming kernel cannot {} (use kernel = automatic or materialising)",
            o.need_weights ? "return the weights (need_weights)" : "apply dropout (dropout_p > 0)");
-  return attention_streams(p.T, p.S, o);
+  const bool bf16_head_kernel = p.bf16 && can_stream && kernels::bf16_heads_fit(p.T, p.S, p.d, p.dv);
+  return attention_streams(p.T, p.S, o) || (o.kernel == AttentionKernel::automatic && bf16_head_kernel);
 }
 
 }  // namespace
@@ -93,8 +97,8 @@ AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType 
   check_masks(p, dtype, o.attn_mask, o.key_padding_mask);
   if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
   p.dv = v[3];
-  p.streaming = streams(o, p);
   p.bf16 = autocast_enabled() && dtype == DType::f32;
+  p.streaming = streams(o, p);
   return p;
 }
 
@@ -201,17 +205,25 @@ constexpr std::string_view kAttentionFormula =
     "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)), dq = s · dS k, "
     "dk = s · dSᵀ q";
 
-// Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights.
+// Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights. The bf16
+// head kernel reads (and the node keeps) bf16 heads: the split heads' own, or copies made once.
 AttentionForward streaming_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                    const AttentionPlan& plan) {
-  Tensor lse;                                                                                       // (B, H, T)
-  Tensor out = attention_streaming_forward(plan, {q, k, v, o.attn_mask, o.key_padding_mask}, lse);  // (B, H, T, dv)
-  return {out, Tensor(), {q, k, v, o.attn_mask, o.key_padding_mask, out, lse, Tensor(), Tensor()}};
+  const auto operand = [&plan](const Tensor& x) {
+    return bf16_heads(plan) && x.dtype() != DType::bf16 ? autocast_operand(x) : x;
+  };
+  const Tensor q_op = operand(q), k_op = operand(k), v_op = operand(v);  // (B, H, T|S, d|dv)
+  Tensor lse;                                                            // (B, H, T)
+  Tensor out = attention_streaming_forward(plan, {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask}, lse);
+  return {out, Tensor(), {q_op, k_op, v_op, o.attn_mask, o.key_padding_mask, out, lse, Tensor(), Tensor()}};
 }
 
 std::vector<Tensor> streaming_backward(const AttentionPlan& plan, const Tensor& grad, const std::vector<Tensor>& saved,
                                        Needs needs) {
   // out = softmax(scale · q @ kᵀ + masks) @ v: Note [one attention backward]
+  AG_CHECK(!(grad_enabled() && saved[kQ].dtype() == DType::bf16),
+           "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be differentiated "
+           "again (create_graph); compute higher-order gradients in f32");
   const Tensor empty_rows = rows_without_keys(saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
   // NaN weights (rows without keys) reach dv as PyTorch's do: only the weights carry them.
   const bool weights_needed = grad_enabled() || (empty_rows.defined() && !plan.zero_masked_rows);

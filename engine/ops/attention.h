@@ -66,7 +66,8 @@ Attention packed_cross_attention(const Tensor& q, const Tensor& kv, int64_t head
                                  Generator& gen = default_generator());
 
 // Whether the op streams T queries over S keys with these options (the kernel chosen, or automatic's
-// rule): a memory estimate counts the (B, H, T, S) weights only when it does not.
+// rule): a memory estimate counts the (B, H, T, S) weights only when it does not. Outside autocast:
+// under it, heads of at most 64 queries and keys stream as well (Note [bf16 head kernel]).
 bool attention_streams(int64_t T, int64_t S, const AttentionOptions& options);
 
 }  // namespace ag

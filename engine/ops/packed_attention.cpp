@@ -72,8 +72,9 @@ Tensor packed_gradient(const std::vector<Tensor>& head_grads, const Shape& sourc
 }
 
 // Note [what the packed node saves]
-// Under autocast the materialising kernel's node keeps its bf16 heads, the products' operands (its
-// backward cannot be differentiated again, so nothing else is needed). Otherwise the node keeps the
+// Under autocast a node whose kernel reads bf16 heads (bf16_heads: the materialising kernel, the
+// bf16 head kernel) keeps them, the products' operands (its backward cannot be differentiated
+// again, so nothing else is needed). Otherwise the node keeps the
 // sources instead of the heads (Saved's q, k and v left empty, the sources after kSavedCount): the
 // backward splits the heads again, one strided copy each, or, under create_graph, with recorded ops
 // so that the second order sees how q, k and v depend on the sources. Keeping both would hold each
@@ -105,8 +106,8 @@ Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayou
                            Generator& gen) {
   const Shape q_shape = heads_shape(sources.front(), layout), kv_shape = heads_shape(sources.back(), layout);
   const AttentionPlan plan = plan_shapes(q_shape, kv_shape, kv_shape, sources.front().dtype(), o);
-  // Under autocast the materialising kernel's products read bf16 heads: the split writes them.
-  const DType dtype = plan.bf16 && !plan.streaming ? DType::bf16 : sources.front().dtype();
+  // Under autocast the kernels' products read bf16 heads (bf16_heads): the split writes them.
+  const DType dtype = bf16_heads(plan) ? DType::bf16 : sources.front().dtype();
   std::array<Tensor, 3> heads;  // q, k, v: (N, H, T|S, d)
   {
     NoGradGuard no_grad;  // copies: the node below records from the sources
@@ -115,7 +116,7 @@ Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayou
   }
   AttentionForward f = attention_forward(heads[0], heads[1], heads[2], o, plan, gen);
   if (needs_recording(sources)) {
-    if (!(plan.bf16 && !plan.streaming)) {  // Note [what the packed node saves]
+    if (!bf16_heads(plan)) {  // Note [what the packed node saves]
       std::fill(f.saved.begin() + kQ, f.saved.begin() + kV + 1, Tensor());
       f.saved.insert(f.saved.end(), sources.begin(), sources.end());
     }

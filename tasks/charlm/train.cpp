@@ -53,7 +53,8 @@ class CharLMTask : public nn::TrainTask {
 // residual sums, the MLP's 4C input and GELU's 4C output: counted with a live-bytes tally of the
 // engine's allocations) and B·H·T² (the attention weights the materialising kernel keeps; the
 // streaming one, which attention_streams says runs at 128 × 128 scores and more without dropout,
-// keeps only a logsumexp per query), then
+// keeps only a logsumexp per query; under autocast smaller heads stream too, so a bf16 run's
+// estimate counts weights it does not keep), then
 // 3·B·T·V for the logits, their softmax and gradient and 4·B·T·C for the embeddings and the final
 // norm; an evaluation chunk (eval_windows_per_chunk windows, or the validation text's fewer)
 // holds one layer's work at a time and its logits.

@@ -6,6 +6,7 @@
 // too; and the errors name what is wrong.
 #include "engine/ops/attention.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -159,15 +160,17 @@ TEST(Attention, StreamingEqualsMaterialisingOverSeveralBlocks) {
   expect_same(run(streaming, square, causal), run(materialising, square, causal), 1e-5, "f32 streaming 256x64");
 }
 
-// Batch 1's keys are all padding: NaN rows (PyTorch's sense) or zero rows, as the materialising kernel.
-TEST(Attention, StreamingFullyMaskedRowsAsMaterialising) {
+// Batch 1's keys are all padding: NaN rows (PyTorch's sense) or zero rows, and no gradient from them,
+// from the streaming kernel as from the materialising one (within tol), T queries over S keys of d.
+void expect_fully_masked_rows_as_materialising(int64_t T, int64_t S, int64_t d, DType dtype, bool bf16, double tol) {
   for (const MaskedRows policy : {MaskedRows::nan, MaskedRows::zero}) {
-    const Inputs in = make_inputs(2, 2, 70, 70, 8, 8, {}, DType::f64);
-    Tensor padding = zeros({2, 70}, DType::b8);
-    for (int64_t s = 0; s < 70; ++s) padding.set({1, s}, 1);
+    const Inputs in = make_inputs(2, 2, T, S, d, d, {}, dtype);
+    Tensor padding = zeros({2, S}, DType::b8);
+    for (int64_t s = 0; s < S; ++s) padding.set({1, s}, 1);
     std::vector<std::vector<double>> results[2];
     for (const AttentionKernel kernel : {AttentionKernel::streaming, AttentionKernel::materialising}) {
       for (const Tensor* t : {&in.q, &in.k, &in.v}) t->set_grad({});
+      const AutocastGuard autocast(bf16);
       const AttentionOptions o{.key_padding_mask = padding, .masked_rows = policy, .kernel = kernel};
       const Tensor out = scaled_dot_product_attention(in.q, in.k, in.v, o).output;
       out.backward(ones(out.shape(), out.dtype()));
@@ -177,16 +180,19 @@ TEST(Attention, StreamingFullyMaskedRowsAsMaterialising) {
     for (size_t t = 0; t < 4; ++t)
       for (size_t e = 0; e < results[0][t].size(); ++e) {
         const double a = results[1][t][e], b = results[0][t][e];
-        ASSERT_TRUE(std::isnan(a) == std::isnan(b) && (std::isnan(a) || std::abs(a - b) <= 1e-12))
+        ASSERT_TRUE(std::isnan(a) == std::isnan(b) && (std::isnan(a) || std::abs(a - b) <= tol * (1 + std::abs(b))))
             << "tensor " << t << " element " << e << ": streaming " << a << ", materialising " << b;
       }
     EXPECT_EQ(std::isnan(results[1][0].back()), policy == MaskedRows::nan);  // the last row is batch 1's
   }
 }
 
-TEST(Attention, StreamingRepeatsBitForBitAtAnyThreadCount) {
-  const Masks m{.causal = true, .padding = true};
-  const Inputs in = make_inputs(2, 3, 200, 200, 32, 32, m, DType::f32);
+TEST(Attention, StreamingFullyMaskedRowsAsMaterialising) {
+  expect_fully_masked_rows_as_materialising(70, 70, 8, DType::f64, false, 1e-12);
+}
+
+// The streaming kernel's output and gradients on one thread and on two, bit for bit.
+void expect_same_bits_on_one_and_two_threads(const Inputs& in, const Masks& m) {
   const int threads = get_num_threads();
   set_num_threads(1);
   const std::vector<Tensor> one = run(streaming, in, m);
@@ -194,6 +200,44 @@ TEST(Attention, StreamingRepeatsBitForBitAtAnyThreadCount) {
   const std::vector<Tensor> two = run(streaming, in, m);
   set_num_threads(threads);
   for (size_t t = 0; t < one.size(); ++t) EXPECT_EQ(one[t].to_vector(), two[t].to_vector()) << "tensor " << t;
+}
+
+TEST(Attention, StreamingRepeatsBitForBitAtAnyThreadCount) {
+  const Masks m{.causal = true, .padding = true};
+  expect_same_bits_on_one_and_two_threads(make_inputs(2, 3, 200, 200, 32, 32, m, DType::f32), m);
+}
+
+// Note [bf16 head kernel] (engine/kernels/flash_attention.h): under autocast, heads of at most 64
+// queries and keys stream through their own kernel; it equals the materialising kernel's bf16
+// products (both against f64) within a few bf16 roundings, at sizes that fill its vectors exactly and
+// sizes it pads, with every mask, and repeats bit for bit on one thread and two.
+TEST(Attention, Bf16HeadKernelAsTheMaterialisingOneUnderAutocast) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast here";
+  struct Sizes {
+    int64_t B, H, T, S, d, dv;
+  };
+  for (const Sizes& z : {Sizes{2, 3, 64, 64, 32, 32}, Sizes{1, 2, 5, 7, 8, 12}, Sizes{2, 2, 37, 64, 20, 36},
+                         Sizes{1, 1, 1, 17, 16, 16}, Sizes{1, 2, 64, 3, 48, 8}})
+    for (const Case& c : kCases) {
+      if (c.masks.dropout_p > 0) continue;  // streaming does not drop
+      const Inputs in = make_inputs(z.B, z.H, z.T, z.S, z.d, z.dv, c.masks, DType::f32);
+      const std::string what = fmt::format("bf16 heads T {} S {} d {} dv {} {}", z.T, z.S, z.d, z.dv, c.name);
+      const std::vector<Tensor> exact =
+          run(composed, make_inputs(z.B, z.H, z.T, z.S, z.d, z.dv, c.masks, DType::f64), c.masks);
+      const AutocastGuard autocast;
+      const std::vector<Tensor> heads = run(streaming, in, c.masks), weights = run(materialising, in, c.masks);
+      expect_same(heads, weights, 1e-2, what + " vs materialising");
+      expect_same(heads, exact, 3e-2, what + " vs f64");
+    }
+  const Masks m{.causal = true, .padding = true};
+  const AutocastGuard autocast;
+  expect_same_bits_on_one_and_two_threads(make_inputs(2, 3, 64, 64, 32, 32, m, DType::f32), m);
+}
+
+// Queries whose keys are all padding under the bf16 head kernel, as under the materialising one.
+TEST(Attention, Bf16HeadKernelFullyMaskedRowsAsMaterialising) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast here";
+  expect_fully_masked_rows_as_materialising(9, 11, 16, DType::f32, true, 3e-2);
 }
 
 TEST(Attention, ReturnsTheWeightsOnRequest) {
