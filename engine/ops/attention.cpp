@@ -205,6 +205,13 @@ constexpr std::string_view kAttentionFormula =
     "out = softmax(s · q kᵀ + mask) v = P v  →  dv = Pᵀ g, dP = g vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)), dq = s · dS k, "
     "dk = s · dSᵀ q";
 
+// A backward whose products took bf16 operands is not recorded (create_graph): refused, saying so.
+void refuse_second_order_in_bf16(bool bf16) {
+  AG_CHECK(!(bf16 && grad_enabled()),
+           "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be differentiated "
+           "again (create_graph); compute higher-order gradients in f32");
+}
+
 // Streaming: out (B, H, T, dv) and each query row's logsumexp (B, H, T), no (T, S) weights. The bf16
 // head kernel reads (and the node keeps) bf16 heads: the split heads' own, or copies made once.
 AttentionForward streaming_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
@@ -221,9 +228,7 @@ AttentionForward streaming_forward(const Tensor& q, const Tensor& k, const Tenso
 std::vector<Tensor> streaming_backward(const AttentionPlan& plan, const Tensor& grad, const std::vector<Tensor>& saved,
                                        Needs needs) {
   // out = softmax(scale · q @ kᵀ + masks) @ v: Note [one attention backward]
-  AG_CHECK(!(grad_enabled() && saved[kQ].dtype() == DType::bf16),
-           "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be differentiated "
-           "again (create_graph); compute higher-order gradients in f32");
+  refuse_second_order_in_bf16(saved[kQ].dtype() == DType::bf16);
   const Tensor empty_rows = rows_without_keys(saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
   // NaN weights (rows without keys) reach dv as PyTorch's do: only the weights carry them.
   const bool weights_needed = grad_enabled() || (empty_rows.defined() && !plan.zero_masked_rows);
@@ -271,9 +276,7 @@ AttentionForward materialising_forward(const Tensor& q, const Tensor& k, const T
 std::vector<Tensor> materialising_backward(const AttentionPlan& plan, const Tensor& grad,
                                            const std::vector<Tensor>& saved, Needs needs) {
   // out = dropout(softmax(scale · q @ kᵀ + masks)) @ v: Note [one attention backward]
-  AG_CHECK(!(plan.bf16 && grad_enabled()),
-           "scaled_dot_product_attention ran in bf16 (under AutocastGuard): its backward cannot be differentiated "
-           "again (create_graph); compute higher-order gradients in f32");
+  refuse_second_order_in_bf16(plan.bf16);
   return attention_backward(grad, saved, needs, plan, saved[kWeightsOrOut], saved[kKeepOrLse], saved[kEmptyRows],
                             saved[kWeightsOperand]);
 }

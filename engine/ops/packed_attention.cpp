@@ -74,11 +74,11 @@ Tensor packed_gradient(const std::vector<Tensor>& head_grads, const Shape& sourc
 // Note [what the packed node saves]
 // Under autocast a node whose kernel reads bf16 heads (bf16_heads: the materialising kernel, the
 // bf16 head kernel) keeps them, the products' operands (its backward cannot be differentiated
-// again, so nothing else is needed). Otherwise the node keeps the
-// sources instead of the heads (Saved's q, k and v left empty, the sources after kSavedCount): the
-// backward splits the heads again, one strided copy each, or, under create_graph, with recorded ops
-// so that the second order sees how q, k and v depend on the sources. Keeping both would hold each
-// projection twice until the backward (3E more per position and layer than the split heads held).
+// again, so nothing else is needed). Otherwise the node keeps the sources instead of the heads
+// (Saved's q, k and v left empty, the sources after kSavedCount): the backward splits the heads
+// again, one strided copy each, or, under create_graph, with recorded ops so that the second order
+// sees how q, k and v depend on the sources. Keeping both would hold each projection twice until
+// the backward (3E more per position and layer than the split heads held).
 std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayout& layout, const BackwardContext& c) {
   // q, k, v = the heads of their sources; out = attention(q, k, v): Note [one attention backward]
   std::vector<Tensor> saved(c.saved.begin(), c.saved.begin() + kSavedCount);
