@@ -70,9 +70,11 @@ Tensor attention_product(const AttentionPlan& p, const Tensor& x, const Tensor& 
   return matmul_forward(converted(x, DType::bf16), converted(y, DType::bf16), tx, ty, scale);
 }
 
-bool bf16_heads(const AttentionPlan& p) {
-  return p.bf16 && (!p.streaming || kernels::bf16_heads_fit(p.T, p.S, p.d, p.dv));
+bool bf16_head_kernel(const AttentionPlan& p) {
+  return p.bf16 && p.streaming && kernels::bf16_heads_fit(p.T, p.S, p.d, p.dv);
 }
+
+bool bf16_heads(const AttentionPlan& p) { return p.bf16 && (!p.streaming || bf16_head_kernel(p)); }
 
 namespace {
 
@@ -80,8 +82,16 @@ const uint16_t* bf16_bits(const Tensor& x) { return reinterpret_cast<const uint1
 
 }  // namespace
 
+void bf16_head_attention_backward(const AttentionPlan& p, const AttentionTensors& t, const Tensor& lse, const Tensor& g,
+                                  const kernels::HeadsOut& dq, const kernels::HeadsOut& dk,
+                                  const kernels::HeadsOut& dv) {
+  kernels::flash_attention_backward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
+                                         bf16_bits(t.k), bf16_bits(t.v), lse.data<float>(), g.data<float>(), dq, dk,
+                                         dv);
+}
+
 Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse) {
-  if (t.q.dtype() == DType::bf16) {                         // Note [bf16 head kernel]
+  if (bf16_head_kernel(p)) {                                // Note [bf16 head kernel]
     Tensor out = empty({p.B, p.H, p.T, p.dv}, DType::f32);  // (B, H, T, dv)
     lse = empty({p.B, p.H, p.T}, DType::f32);               // (B, H, T)
     kernels::flash_attention_forward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
@@ -99,15 +109,16 @@ Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensor
 
 std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const AttentionTensors& t, const Tensor& g,
                                                  const Tensor& out, const Tensor& lse, std::array<bool, 3> needs) {
-  if (t.q.dtype() == DType::bf16) {  // Note [bf16 head kernel]: the output's gradient rounded as the products' operand
-    std::vector<Tensor> grads = {empty(t.q.shape(), DType::f32), empty(t.k.shape(), DType::f32),
-                                 empty(t.v.shape(), DType::f32)};  // dq, dk, dv
-    kernels::flash_attention_backward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
-                                           bf16_bits(t.k), bf16_bits(t.v), lse.data<float>(),
-                                           bf16_bits(converted(g, DType::bf16)), grads[0].data<float>(),
-                                           grads[1].data<float>(), grads[2].data<float>());
+  if (bf16_head_kernel(p)) {       // Note [bf16 head kernel]
+    std::vector<Tensor> grads(3);  // dq, dk, dv, where asked for
+    const Tensor* heads[3] = {&t.q, &t.k, &t.v};
+    kernels::HeadsOut outs[3];
     for (int i = 0; i < 3; ++i)
-      if (!needs[i]) grads[i] = Tensor();
+      if (needs[i]) {
+        grads[i] = empty(heads[i]->shape(), DType::f32);
+        outs[i] = kernels::contiguous_heads(grads[i].data<float>(), p.H, grads[i].size(2), grads[i].size(3));
+      }
+    bf16_head_attention_backward(p, t, lse, g, outs[0], outs[1], outs[2]);
     return grads;
   }
   std::vector<Tensor> grads = {empty(t.q.shape(), g.dtype()), empty(t.k.shape(), g.dtype()),

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/kernels/flash_attention.h"
 #include "engine/tensor.h"
 
 namespace ag {
@@ -33,10 +34,19 @@ struct AttentionTensors {
 // scale · x @ y (flags as matmul's): with bf16 operands and an f32 result under p.bf16.
 Tensor attention_product(const AttentionPlan& p, const Tensor& x, const Tensor& y, bool tx, bool ty, double scale);
 
+// Whether the plan runs the bf16 head kernel (Note [bf16 head kernel], flash_attention.h): under
+// autocast, streaming, heads that fit it.
+bool bf16_head_kernel(const AttentionPlan& p);
 // Whether the kernel's products read bf16 heads (q, k, v given in bf16): the materialising kernel's
-// under autocast, and the streaming one's for heads that fit the bf16 head kernel (Note [bf16 head
-// kernel], flash_attention.h).
+// under autocast, and the bf16 head kernel's.
 bool bf16_heads(const AttentionPlan& p);
+
+// The bf16 head kernel's backward from bf16 heads t.q, t.k, t.v (contiguous), the forward's lse and
+// the output's f32 gradient g (B, H, T, dv): dq, dk, dv written where the HeadRows say (null data:
+// not asked for), contiguous heads or a packed projection's gradient in place.
+void bf16_head_attention_backward(const AttentionPlan& p, const AttentionTensors& t, const Tensor& lse, const Tensor& g,
+                                  const kernels::HeadsOut& dq, const kernels::HeadsOut& dk,
+                                  const kernels::HeadsOut& dv);
 
 // Streaming: out (B, H, T, dv) and each query row's logsumexp, lse (B, H, T); f32 out and lse from
 // bf16 heads (bf16_heads).

@@ -473,7 +473,8 @@ struct PairProduct {
   return _mm512_or_si512(bf16_lanes(even), _mm512_slli_epi32(bf16_lanes(odd), 16));
 }
 
-// Lanes 2l and 2l+1 of x as pair l: 8 pairs of one row's neighbouring values.
+// The 16 lanes in bf16, in lane order: lanes 2l and 2l+1 of x are then pair l, 8 pairs of one row's
+// neighbouring values.
 [[AG_BF16_TARGET, gnu::always_inline]] inline __m256i pairs_of_lanes(__m512 x) {
   return _mm512_cvtepi32_epi16(bf16_lanes(x));
 }
@@ -534,6 +535,19 @@ const uint16_t* padded(const uint16_t* src, int64_t rows, int64_t cols_in, int64
     std::fill(row + (r < rows ? cols_in : 0), row + cols, uint16_t(0));
   }
   return dst;
+}
+
+// src (rows, cols_in) f32 as a (rows_padded, cols) bf16 operand with zeros around, rounded as
+// bf16_bits_from_f32 rounds; cols a multiple of 16.
+[[AG_BF16_TARGET]] void bf16_operand(const float* src, int64_t rows, int64_t cols_in, int64_t rows_padded, int64_t cols,
+                                     uint16_t* dst) {
+  for (int64_t r = 0; r < rows_padded; ++r)
+    for (int64_t c = 0; c < cols; c += 16) {
+      const int64_t read = r < rows ? std::clamp<int64_t>(cols_in - c, 0, 16) : 0;
+      const auto lanes = static_cast<__mmask16>((uint32_t{1} << read) - 1);
+      const __m256i bits = pairs_of_lanes(_mm512_maskz_loadu_ps(lanes, src + r * cols_in + c));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + r * cols + c), bits);
+    }
 }
 
 // (rows, cols) bf16 → (rows/2, cols) pairs of rows (row 2r's value, row 2r+1's), cols a multiple of 16.
@@ -644,16 +658,17 @@ struct QueryBlock {
   return _mm512_maskz_mov_ps(kept, exp_lanes(_mm512_sub_ps(x, shift)));
 }
 
-// A head's operands as the kernel reads them: padded where the sizes ask (else the inputs themselves).
+// A head's operands as the kernel reads them: padded where the sizes ask (else the inputs
+// themselves), the output's f32 gradient rounded to bf16.
 struct HeadOperands {
   const uint16_t *q, *k, *v, *dout;
 };
 
 HeadOperands head_operands(const HeadSizes& z, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                           const uint16_t* dout, HeadScratch& w) {
+                           const float* dout, HeadScratch& w) {
+  if (dout) bf16_operand(dout, z.T, z.dv, z.Tp, z.dvp, w.dout.data());
   return {padded(q, z.T, z.d, z.Tp, z.dp, w.q.data()), padded(k, z.S, z.d, z.Sp, z.dp, w.k.data()),
-          padded(v, z.S, z.dv, z.Sp, z.dvp, w.v.data()),
-          dout ? padded(dout, z.T, z.dv, z.Tp, z.dvp, w.dout.data()) : nullptr};
+          padded(v, z.S, z.dv, z.Sp, z.dvp, w.v.data()), dout ? w.dout.data() : nullptr};
 }
 
 // scoresᵀ (Sp, Tp) = k @ qᵀ, unscaled: a key per row.
@@ -715,15 +730,24 @@ void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
   }
 }
 
-// out (rows, cols) = scale · product (rows, cols_padded): the product's rows cut to the output's width.
-void scaled_rows(const float* product, int64_t rows, int64_t cols, int64_t cols_padded, float scale, float* out) {
+// out (rows, cols), rows ld apart, = scale · product (rows, cols_padded): the product's rows cut to
+// the output's width. Nothing when out is null (a gradient not asked for).
+void scaled_rows(const float* product, int64_t rows, int64_t cols, int64_t cols_padded, float scale, float* out,
+                 int64_t ld) {
+  if (out == nullptr) return;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = scale * product[r * cols_padded + c];
+    for (int64_t c = 0; c < cols; ++c) out[r * ld + c] = scale * product[r * cols_padded + c];
 }
+
+// Where a head's gradients go: its rows of dq, dk, dv, rows ld* apart; null where not asked for.
+struct HeadGrads {
+  float *dq, *dk, *dv;
+  int64_t ldq, ldk, ldv;
+};
 
 [[AG_BF16_TARGET]] void head_backward_bf16(const FlashProblem<float>& p, const HeadSizes& z, int64_t bh,
                                            const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
-                                           const uint16_t* dout, float* dq, float* dk, float* dv, HeadScratch& w) {
+                                           const float* dout, const HeadGrads& g, HeadScratch& w) {
   const int64_t b = bh / p.H;
   const HeadOperands x = head_operands(z, q, k, v, dout, w);
   if (p.takes_part || p.added) added_block(p, z, b, bh % p.H, w);
@@ -763,15 +787,15 @@ void scaled_rows(const float* product, int64_t rows, int64_t cols, int64_t cols_
   pair_rows(x.dout, z.Tp, z.dvp, w.dout_rows.data());
   pair_product(
       {w.p_by_key.data(), z.Tp / 2, 1, w.dout_rows.data(), z.dvp, z.Tp / 2, w.out.data(), z.dvp, z.Sp, z.dvp / 16});
-  scaled_rows(w.out.data(), z.S, z.dv, z.dvp, 1.0f, dv);
+  scaled_rows(w.out.data(), z.S, z.dv, z.dvp, 1.0f, g.dv, g.ldv);
   // s = scale · q kᵀ  →  dq (Tp, dp) = scale · ds @ k (a query per row, pairs of keys)
   pair_rows(x.k, z.Sp, z.dp, w.k_rows.data());
   pair_product({w.p_by_query.data(), 1, z.Tp, w.k_rows.data(), z.dp, z.Sp / 2, w.out.data(), z.dp, z.Tp, z.dp / 16});
-  scaled_rows(w.out.data(), z.T, z.d, z.dp, p.scale, dq);
+  scaled_rows(w.out.data(), z.T, z.d, z.dp, p.scale, g.dq, g.ldq);
   // dk (Sp, dp) = scale · dsᵀ @ q (a key per row, pairs of queries)
   pair_rows(x.q, z.Tp, z.dp, w.q_rows.data());
   pair_product({w.ds_by_key.data(), z.Tp / 2, 1, w.q_rows.data(), z.dp, z.Tp / 2, w.out.data(), z.dp, z.Sp, z.dp / 16});
-  scaled_rows(w.out.data(), z.S, z.d, z.dp, p.scale, dk);
+  scaled_rows(w.out.data(), z.S, z.d, z.dp, p.scale, g.dk, g.ldk);
 }
 
 #undef AG_BF16_TARGET
@@ -840,13 +864,15 @@ void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* 
 }
 
 void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k,
-                                   const uint16_t* v, const float* lse, const uint16_t* dout, float* dq, float* dk,
-                                   float* dv) {
+                                   const uint16_t* v, const float* lse, const float* dout, const HeadsOut& dq,
+                                   const HeadsOut& dk, const HeadsOut& dv) {
   const HeadSizes z = head_sizes(p);
   for_each_task(p.B * p.H, 3 * z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
-    const int64_t qo = bh * p.T * p.d, ko = bh * p.S * p.d, vo = bh * p.S * p.dv, oo = bh * p.T * p.dv;
-    head_backward_bf16(p, z, bh, q + qo, k + ko, v + vo, lse + bh * p.T, dout + oo, dq + qo, dk + ko, dv + vo,
-                       thread_scratch());
+    const int64_t b = bh / p.H, h = bh % p.H;
+    const auto place = [&](const HeadsOut& g) { return g.data ? g.at(b, h) : nullptr; };
+    const HeadGrads g{place(dq), place(dk), place(dv), dq.row, dk.row, dv.row};
+    head_backward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, lse + bh * p.T,
+                       dout + bh * p.T * p.dv, g, thread_scratch());
   });
 }
 

@@ -228,7 +228,7 @@ AttentionForward streaming_forward(const Tensor& q, const Tensor& k, const Tenso
 std::vector<Tensor> streaming_backward(const AttentionPlan& plan, const Tensor& grad, const std::vector<Tensor>& saved,
                                        Needs needs) {
   // out = softmax(scale · q @ kᵀ + masks) @ v: Note [one attention backward]
-  refuse_second_order_in_bf16(saved[kQ].dtype() == DType::bf16);
+  refuse_second_order_in_bf16(bf16_head_kernel(plan));
   const Tensor empty_rows = rows_without_keys(saved[kKeepOrLse]);  // (B, H, T, 1) or undefined
   // NaN weights (rows without keys) reach dv as PyTorch's do: only the weights carry them.
   const bool weights_needed = grad_enabled() || (empty_rows.defined() && !plan.zero_masked_rows);

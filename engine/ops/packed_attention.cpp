@@ -71,6 +71,28 @@ Tensor packed_gradient(const std::vector<Tensor>& head_grads, const Shape& sourc
   return out;
 }
 
+// The bf16 head kernel's backward with dq, dk, dv written in their places of the sources' gradients
+// (no gather of the head gradients). Empty when it cannot serve: a recorded backward (create_graph,
+// refused in bf16 by the node's own backward) or rows without keys whose NaN weights must reach dv.
+std::vector<Tensor> in_place_backward(const AttentionPlan& plan, const PackedLayout& layout, const BackwardContext& c) {
+  const Tensor& lse = c.saved[kKeepOrLse];  // (N, H, T)
+  if (!bf16_head_kernel(plan) || grad_enabled() || (!plan.zero_masked_rows && rows_without_keys(lse).defined()))
+    return {};
+  std::vector<Tensor> grads(c.inputs.size());  // each source's (N, L, slots·E): every column written
+  for (size_t s = 0; s < grads.size(); ++s)
+    if (c.needs_grad[s]) grads[s] = empty(c.inputs[s].shape, DType::f32);
+  std::array<kernels::HeadsOut, 3> places;  // dq, dk, dv
+  for (size_t i = 0; i < places.size(); ++i) {
+    const PackedPlace& at = layout.places[i];
+    const Window w = heads_window(c.inputs[at.source].shape, at.slot, layout);  // strides (L·C, d, C, 1)
+    if (grads[at.source].defined())
+      places[i] = {grads[at.source].data<float>() + w.offset, w.strides[0], w.strides[1], w.strides[2]};
+  }
+  const AttentionTensors heads{c.saved[kQ], c.saved[kK], c.saved[kV], c.saved[kAttnMask], c.saved[kKeyPadding]};
+  bf16_head_attention_backward(plan, heads, lse, c.grad, places[0], places[1], places[2]);
+  return grads;
+}
+
 // Note [what the packed node saves]
 // Under autocast a node whose kernel reads bf16 heads (bf16_heads: the materialising kernel, the
 // bf16 head kernel) keeps them, the products' operands (its backward cannot be differentiated
@@ -83,6 +105,7 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
   // q, k, v = the heads of their sources; out = attention(q, k, v): Note [one attention backward]
   std::vector<Tensor> saved(c.saved.begin(), c.saved.begin() + kSavedCount);
   const std::vector<Tensor> sources(c.saved.begin() + kSavedCount, c.saved.end());
+  if (std::vector<Tensor> grads = in_place_backward(plan, layout, c); !grads.empty()) return grads;
   Needs needs{};
   for (size_t i = 0; i < needs.size(); ++i) {
     const PackedPlace& at = layout.places[i];
