@@ -59,13 +59,13 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* cached_keys, Tensor* cached_values) {
   return call([&] {
-    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     const double p = is_training() ? dropout : 0.0;
     // q, k, v = c_attn(x).split(C, dim=2), each in heads (B, nh, T, hs): packed_self_attention splits them
     const Tensor qkv = (*c_attn)(x);  // (B, T, 3C)
-    const Tensor y = cached_keys ? attend_cached(qkv, *cached_keys, *cached_values, p)
-                                 : packed_self_attention(qkv, n_head, {.is_causal = true, .dropout_p = p}).output;
-    const Tensor merged = reshape(transpose(y, 1, 2), {B, T, C});  // (B, nh, T, hs) → (B, T, C)
+    const Tensor merged =             // (B, T, C)
+        cached_keys
+            ? merge_heads(attend_cached(qkv, *cached_keys, *cached_values, p))  // (B, nh, T, hs) → (B, T, C)
+            : packed_self_attention(qkv, n_head, {.is_causal = true, .dropout_p = p, .merge_heads = true}).output;
     return ag::dropout((*c_proj)(merged), dropout, is_training());
   });
 }

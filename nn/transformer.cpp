@@ -119,15 +119,16 @@ Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key,
   check_input(key);
   AG_CHECK(query.size(0) == key.size(0), "MultiheadAttention: query {} and key {} must share the batch size",
            shape_str(query.shape()), shape_str(key.shape()));
-  const AttentionOptions o = options(query.size(0), query.size(1), key.size(1), key_padding_mask, attn_mask);
+  AttentionOptions o = options(query.size(0), query.size(1), key.size(1), key_padding_mask, attn_mask);
+  o.merge_heads = true;  // the output as out_proj reads it, (N, T, E)
   if (query.impl() == key.impl()) {
     const Tensor qkv = linear(query, in_proj_weight, in_proj_bias);  // (N, L, 3E)
-    return output(packed_self_attention(qkv, num_heads, o, *gen_), query);
+    return output(packed_self_attention(qkv, num_heads, o, *gen_));
   }
   const int64_t E = in_proj_bias.size(0) / 3;
   const Tensor q = linear(query, slice(in_proj_weight, 0, 0, E), slice(in_proj_bias, 0, 0, E));         // (N, T, E)
   const Tensor kv = linear(key, slice(in_proj_weight, 0, E, 3 * E), slice(in_proj_bias, 0, E, 3 * E));  // (N, S, 2E)
-  return output(packed_cross_attention(q, kv, num_heads, o, *gen_), query);
+  return output(packed_cross_attention(q, kv, num_heads, o, *gen_));
 }
 
 AttentionOptions PackedMultiheadAttention::options(int64_t N, int64_t T, int64_t S, const Tensor& key_padding_mask,
@@ -142,12 +143,10 @@ AttentionOptions PackedMultiheadAttention::options(int64_t N, int64_t T, int64_t
   return o;
 }
 
-// The heads' output (N, H, T, Dh) merged (N, T, E) through out_proj; keeps the weights (eval mode).
-Tensor PackedMultiheadAttention::output(const Attention& attention, const Tensor& query) {
+// The heads' output merged (N, T, E) through out_proj; keeps the weights (eval mode).
+Tensor PackedMultiheadAttention::output(const Attention& attention) {
   weights_ = attention.weights;
-  Tensor context = transpose(attention.output, 1, 2);                         // (N, T, H, Dh)
-  context = reshape(context, {query.size(0), query.size(1), query.size(2)});  // (N, T, E)
-  return (*out_proj)(context);
+  return (*out_proj)(attention.output);
 }
 
 Tensor PackedMultiheadAttention::attend(const Tensor& query, const Tensor& k, const Tensor& v,
@@ -157,7 +156,9 @@ Tensor PackedMultiheadAttention::attend(const Tensor& query, const Tensor& k, co
            "MultiheadAttention: query {}, keys {} and values {} must share the batch size, keys and values the length",
            shape_str(query.shape()), shape_str(k.shape()), shape_str(v.shape()));
   const AttentionOptions o = options(q.size(0), q.size(2), k.size(2), key_padding_mask, attn_mask);
-  return output(scaled_dot_product_attention(q, k, v, o, *gen_), query);  // (N, H, T, Dh) → (N, T, E)
+  Attention attention = scaled_dot_product_attention(q, k, v, o, *gen_);
+  attention.output = merge_heads(attention.output);  // (N, H, T, Dh) → (N, T, E)
+  return output(attention);
 }
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& gen) {

@@ -70,7 +70,7 @@ class PackedMultiheadAttention : public Callable<PackedMultiheadAttention> {
   void check_input(const Tensor& x) const;  // (N, L, E)
   AttentionOptions options(int64_t N, int64_t T, int64_t S, const Tensor& key_padding_mask,
                            const Tensor& attn_mask) const;
-  Tensor output(const Attention& attention, const Tensor& query);
+  Tensor output(const Attention& attention);
 
   // W_q, W_k, W_v (which 0, 1, 2) and their biases without grad mode (decoding): sliced once per
   // version of in_proj_weight and in_proj_bias, not at every step (a slice is a copy, and under

@@ -82,20 +82,24 @@ const uint16_t* bf16_bits(const Tensor& x) { return reinterpret_cast<const uint1
 
 }  // namespace
 
-void bf16_head_attention_backward(const AttentionPlan& p, const AttentionTensors& t, const Tensor& lse, const Tensor& g,
-                                  const kernels::HeadsOut& dq, const kernels::HeadsOut& dk,
-                                  const kernels::HeadsOut& dv) {
+Tensor bf16_head_attention_forward(const AttentionPlan& p, const AttentionTensors& t, const kernels::HeadsOut& out) {
+  Tensor lse = empty({p.B, p.H, p.T}, DType::f32);  // (B, H, T)
+  kernels::flash_attention_forward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
+                                        bf16_bits(t.k), bf16_bits(t.v), out, lse.data<float>());
+  return lse;
+}
+
+void bf16_head_attention_backward(const AttentionPlan& p, const AttentionTensors& t, const Tensor& lse,
+                                  const kernels::HeadsIn& dout, const kernels::HeadsOut& dq,
+                                  const kernels::HeadsOut& dk, const kernels::HeadsOut& dv) {
   kernels::flash_attention_backward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
-                                         bf16_bits(t.k), bf16_bits(t.v), lse.data<float>(), g.data<float>(), dq, dk,
-                                         dv);
+                                         bf16_bits(t.k), bf16_bits(t.v), lse.data<float>(), dout, dq, dk, dv);
 }
 
 Tensor attention_streaming_forward(const AttentionPlan& p, const AttentionTensors& t, Tensor& lse) {
   if (bf16_head_kernel(p)) {                                // Note [bf16 head kernel]
     Tensor out = empty({p.B, p.H, p.T, p.dv}, DType::f32);  // (B, H, T, dv)
-    lse = empty({p.B, p.H, p.T}, DType::f32);               // (B, H, T)
-    kernels::flash_attention_forward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
-                                          bf16_bits(t.k), bf16_bits(t.v), out.data<float>(), lse.data<float>());
+    lse = bf16_head_attention_forward(p, t, kernels::contiguous_heads(out.data<float>(), p.H, p.T, p.dv));
     return out;
   }
   Tensor out = empty({p.B, p.H, p.T, p.dv}, t.q.dtype());  // (B, H, T, dv)
@@ -118,7 +122,8 @@ std::vector<Tensor> attention_backward_streaming(const AttentionPlan& p, const A
         grads[i] = empty(heads[i]->shape(), DType::f32);
         outs[i] = kernels::contiguous_heads(grads[i].data<float>(), p.H, grads[i].size(2), grads[i].size(3));
       }
-    bf16_head_attention_backward(p, t, lse, g, outs[0], outs[1], outs[2]);
+    bf16_head_attention_backward(p, t, lse, kernels::contiguous_heads<const float*>(g.data<float>(), p.H, p.T, p.dv),
+                                 outs[0], outs[1], outs[2]);
     return grads;
   }
   std::vector<Tensor> grads = {empty(t.q.shape(), g.dtype()), empty(t.k.shape(), g.dtype()),

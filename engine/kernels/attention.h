@@ -41,12 +41,15 @@ bool bf16_head_kernel(const AttentionPlan& p);
 // under autocast, and the bf16 head kernel's.
 bool bf16_heads(const AttentionPlan& p);
 
-// The bf16 head kernel's backward from bf16 heads t.q, t.k, t.v (contiguous), the forward's lse and
-// the output's f32 gradient g (B, H, T, dv): dq, dk, dv written where the HeadRows say (null data:
-// not asked for), contiguous heads or a packed projection's gradient in place.
-void bf16_head_attention_backward(const AttentionPlan& p, const AttentionTensors& t, const Tensor& lse, const Tensor& g,
-                                  const kernels::HeadsOut& dq, const kernels::HeadsOut& dk,
-                                  const kernels::HeadsOut& dv);
+// The bf16 head kernel (bf16_head_kernel(p)) on bf16 heads t.q, t.k, t.v (contiguous): out written
+// where the HeadsOut say (contiguous heads, or merged); returns each query row's logsumexp (B, H, T).
+Tensor bf16_head_attention_forward(const AttentionPlan& p, const AttentionTensors& t, const kernels::HeadsOut& out);
+// Its backward from the forward's lse and the output's f32 gradient where dout says: dq, dk, dv
+// written where the HeadsOut say (null data: not asked for), contiguous heads or a packed
+// projection's gradient in place.
+void bf16_head_attention_backward(const AttentionPlan& p, const AttentionTensors& t, const Tensor& lse,
+                                  const kernels::HeadsIn& dout, const kernels::HeadsOut& dq,
+                                  const kernels::HeadsOut& dk, const kernels::HeadsOut& dv);
 
 // Streaming: out (B, H, T, dv) and each query row's logsumexp, lse (B, H, T); f32 out and lse from
 // bf16 heads (bf16_heads).

@@ -537,15 +537,15 @@ const uint16_t* padded(const uint16_t* src, int64_t rows, int64_t cols_in, int64
   return dst;
 }
 
-// src (rows, cols_in) f32 as a (rows_padded, cols) bf16 operand with zeros around, rounded as
-// bf16_bits_from_f32 rounds; cols a multiple of 16.
-[[AG_BF16_TARGET]] void bf16_operand(const float* src, int64_t rows, int64_t cols_in, int64_t rows_padded, int64_t cols,
-                                     uint16_t* dst) {
+// src (rows, cols_in), rows ld apart, f32 as a (rows_padded, cols) bf16 operand with zeros around,
+// rounded as bf16_bits_from_f32 rounds; cols a multiple of 16.
+[[AG_BF16_TARGET]] void bf16_operand(const float* src, int64_t ld, int64_t rows, int64_t cols_in, int64_t rows_padded,
+                                     int64_t cols, uint16_t* dst) {
   for (int64_t r = 0; r < rows_padded; ++r)
     for (int64_t c = 0; c < cols; c += 16) {
       const int64_t read = r < rows ? std::clamp<int64_t>(cols_in - c, 0, 16) : 0;
       const auto lanes = static_cast<__mmask16>((uint32_t{1} << read) - 1);
-      const __m256i bits = pairs_of_lanes(_mm512_maskz_loadu_ps(lanes, src + r * cols_in + c));
+      const __m256i bits = pairs_of_lanes(_mm512_maskz_loadu_ps(lanes, src + r * ld + c));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + r * cols + c), bits);
     }
 }
@@ -665,8 +665,8 @@ struct HeadOperands {
 };
 
 HeadOperands head_operands(const HeadSizes& z, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                           const float* dout, HeadScratch& w) {
-  if (dout) bf16_operand(dout, z.T, z.dv, z.Tp, z.dvp, w.dout.data());
+                           const float* dout, int64_t ld_dout, HeadScratch& w) {
+  if (dout) bf16_operand(dout, ld_dout, z.T, z.dv, z.Tp, z.dvp, w.dout.data());
   return {padded(q, z.T, z.d, z.Tp, z.dp, w.q.data()), padded(k, z.S, z.d, z.Sp, z.dp, w.k.data()),
           padded(v, z.S, z.dv, z.Sp, z.dvp, w.v.data()), dout ? w.dout.data() : nullptr};
 }
@@ -680,9 +680,9 @@ void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
 
 [[AG_BF16_TARGET]] void head_forward_bf16(const FlashProblem<float>& p, const HeadSizes& z, int64_t bh,
                                           const uint16_t* q, const uint16_t* k, const uint16_t* v, float* out,
-                                          float* lse, HeadScratch& w) {
+                                          int64_t ld_out, float* lse, HeadScratch& w) {
   const int64_t b = bh / p.H;
-  const HeadOperands x = head_operands(z, q, k, v, nullptr, w);
+  const HeadOperands x = head_operands(z, q, k, v, nullptr, 0, w);
   pair_rows(x.v, z.Sp, z.dvp, w.v_rows.data());
   if (p.takes_part || p.added) added_block(p, z, b, bh % p.H, w);
   key_scores(z, x, w);
@@ -721,7 +721,7 @@ void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
   // out (Tp, dvp) = (e @ v) / Σ e: a query per row, pairs of keys
   pair_product({e_pairs, 1, z.Tp, w.v_rows.data(), z.dvp, z.Sp / 2, w.out.data(), z.dvp, z.Tp, z.dvp / 16});
   for (int64_t i = 0; i < z.T; ++i) {
-    float* row = out + i * z.dv;
+    float* row = out + i * ld_out;
     const float* product = w.out.data() + i * z.dvp;
     if (lse[i] == -std::numeric_limits<float>::infinity())
       std::fill(row, row + z.dv, p.zero_masked_rows ? 0.0f : std::numeric_limits<float>::quiet_NaN());
@@ -747,9 +747,9 @@ struct HeadGrads {
 
 [[AG_BF16_TARGET]] void head_backward_bf16(const FlashProblem<float>& p, const HeadSizes& z, int64_t bh,
                                            const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
-                                           const float* dout, const HeadGrads& g, HeadScratch& w) {
+                                           const float* dout, int64_t ld_dout, const HeadGrads& g, HeadScratch& w) {
   const int64_t b = bh / p.H;
-  const HeadOperands x = head_operands(z, q, k, v, dout, w);
+  const HeadOperands x = head_operands(z, q, k, v, dout, ld_dout, w);
   if (p.takes_part || p.added) added_block(p, z, b, bh % p.H, w);
   key_scores(z, x, w);
   // forward: out = p @ v  →  dpᵀ (Sp, Tp) = v @ doutᵀ
@@ -855,16 +855,16 @@ bool bf16_heads_fit(int64_t T, int64_t S, int64_t d, int64_t dv) {
 }
 
 void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                  float* out, float* lse) {
+                                  const HeadsOut& out, float* lse) {
   const HeadSizes z = head_sizes(p);
   for_each_task(p.B * p.H, z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
-    head_forward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, out + bh * p.T * p.dv,
-                      lse + bh * p.T, thread_scratch());
+    head_forward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, out.at(bh / p.H, bh % p.H),
+                      out.row, lse + bh * p.T, thread_scratch());
   });
 }
 
 void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k,
-                                   const uint16_t* v, const float* lse, const float* dout, const HeadsOut& dq,
+                                   const uint16_t* v, const float* lse, const HeadsIn& dout, const HeadsOut& dq,
                                    const HeadsOut& dk, const HeadsOut& dv) {
   const HeadSizes z = head_sizes(p);
   for_each_task(p.B * p.H, 3 * z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
@@ -872,7 +872,7 @@ void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t*
     const auto place = [&](const HeadsOut& g) { return g.data ? g.at(b, h) : nullptr; };
     const HeadGrads g{place(dq), place(dk), place(dv), dq.row, dk.row, dv.row};
     head_backward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, lse + bh * p.T,
-                       dout + bh * p.T * p.dv, g, thread_scratch());
+                       dout.at(b, h), dout.row, g, thread_scratch());
   });
 }
 

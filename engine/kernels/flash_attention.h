@@ -46,33 +46,43 @@ void flash_attention_backward(const FlashProblem<F>& p, const F* q, const F* k, 
 // Note [bf16 head kernel]
 // Under autocast, heads of at most kBf16HeadMax queries and keys (and head sizes up to it) run a
 // kernel of their own: q, k, v given in bf16 (the head split writes them so), each head one
-// block, its scores, weights and gradients never leaving L1. Its backward reads the output's f32
-// gradient and writes dq, dk, dv wherever the caller says (HeadsOut): a packed projection's gradient
-// in place, with no gather of the heads (ops/packed_attention.cpp). Products are vdpbf16ps over
+// block, its scores, weights and gradients never leaving L1. It writes its output, and its backward
+// reads the output's f32 gradient and writes dq, dk, dv, wherever the caller says (HeadRows): the
+// packed ops' output with the heads merged, their projections' gradients in place, with no copy to
+// merge or gather the heads (ops/packed_attention.cpp). Products are vdpbf16ps over
 // operands laid out once per head as pairs; the weights are computed 16 queries at a time, a query per
 // lane and a key per vector, so a row's max and sum need no reduction across lanes. The same
 // arithmetic as the materialising kernel's under autocast (f32 scores and softmax, the weights
 // rounded to bf16 for the products, f32 sums) in another order: equal to a few bf16 ulps.
 inline constexpr int64_t kBf16HeadMax = 64;
 bool bf16_heads_fit(int64_t T, int64_t S, int64_t d, int64_t dv);
-// Where the bf16 head kernel's backward writes a head's f32 gradient: head (b, h)'s row r at
-// data + b·batch + h·head + r·row. Contiguous (B, H, L, width) heads (contiguous_heads), or one slot
-// of a packed projection's gradient (N, L, slots·E), written in place.
-struct HeadsOut {
-  float* data = nullptr;  // null: not asked for
+// Where the bf16 head kernel reads or writes a head's f32 rows: head (b, h)'s row r at
+// data + b·batch + h·head + r·row. Contiguous (B, H, L, width) heads (contiguous_heads), the heads
+// merged side by side (B, L, H·width) (merged_heads), or one slot of a packed projection's gradient
+// (N, L, slots·E), written in place.
+template <typename P>
+struct HeadRows {
+  P data = nullptr;  // null: an output not asked for
   int64_t batch = 0, head = 0, row = 0;
-  float* at(int64_t b, int64_t h) const { return data + b * batch + h * head; }
+  P at(int64_t b, int64_t h) const { return data + b * batch + h * head; }
 };
-inline HeadsOut contiguous_heads(float* data, int64_t H, int64_t L, int64_t width) {
+using HeadsIn = HeadRows<const float*>;
+using HeadsOut = HeadRows<float*>;
+template <typename P>
+HeadRows<P> contiguous_heads(P data, int64_t H, int64_t L, int64_t width) {
   return {data, H * L * width, L * width, width};
 }
-// out (B, H, T, dv) and lse (B, H, T) as flash_attention_forward gives them, from bf16 q, k, v.
+template <typename P>
+HeadRows<P> merged_heads(P data, int64_t H, int64_t L, int64_t width) {
+  return {data, L * H * width, width, H * width};
+}
+// out (where HeadsOut say) and lse (B, H, T) as flash_attention_forward gives them, from bf16 q, k, v.
 void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                  float* out, float* lse);
-// dq, dk, dv (f32, where HeadsOut say) from bf16 q, k, v, the output's f32 gradient dout (B, H, T, dv)
-// (rounded to bf16 as the kernel lays each head out) and the forward's lse.
+                                  const HeadsOut& out, float* lse);
+// dq, dk, dv (f32, where HeadsOut say) from bf16 q, k, v, the output's f32 gradient dout (where
+// HeadsIn says; rounded to bf16 as the kernel lays each head out) and the forward's lse.
 void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k,
-                                   const uint16_t* v, const float* lse, const float* dout, const HeadsOut& dq,
+                                   const uint16_t* v, const float* lse, const HeadsIn& dout, const HeadsOut& dq,
                                    const HeadsOut& dk, const HeadsOut& dv);
 
 }  // namespace ag::kernels

@@ -24,6 +24,7 @@
 #include "engine/ops/attention_node.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "engine/registry.h"
 
@@ -296,6 +297,9 @@ std::vector<Tensor> node_backward(const AttentionPlan& plan, const Tensor& grad,
 
 Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                        Generator& gen) {
+  AG_CHECK(!o.merge_heads,
+           "scaled_dot_product_attention: merge_heads is for packed_self_attention and packed_cross_attention (merge "
+           "this op's heads with merge_heads())");
   const AttentionPlan plan = plan_attention(q, k, v, o);
   AttentionForward f = attention_forward(q, k, v, o, plan, gen);
   const std::array<Tensor, 3> inputs{q, k, v};
@@ -306,6 +310,12 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
                   return node_backward(plan, c.grad, c.saved, {c.needs_grad[0], c.needs_grad[1], c.needs_grad[2]});
                 });
   return {f.out, f.weights};
+}
+
+Tensor merge_heads(const Tensor& heads) {
+  AG_CHECK(heads.dim() == 4, "merge_heads: expected heads (N, H, T, d), got shape {}", shape_str(heads.shape()));
+  const Tensor side_by_side = transpose(heads, 1, 2);  // (N, T, H, d)
+  return reshape(side_by_side, {heads.size(0), heads.size(2), heads.size(1) * heads.size(3)});
 }
 
 void register_attention_ops(Registry& registry) {

@@ -43,6 +43,7 @@ struct AttentionOptions {
   bool need_weights = false;
   MaskedRows masked_rows = MaskedRows::nan;
   AttentionKernel kernel = AttentionKernel::automatic;
+  bool merge_heads = false;  // packed ops only: output (N, T, H·dv), merge_heads(the heads' output)
 };
 struct Attention {
   Tensor output;
@@ -57,9 +58,13 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
 // columns of its source, split into heads of d:
 //   packed_self_attention: qkv (N, L, 3E), each position's [q | k | v];
 //   packed_cross_attention: q (N, T, E) and kv (N, S, 2E), each key position's [k | v].
-// Output (N, H, T, d) and options as scaled_dot_product_attention's on the split heads, to the bit.
+// Output (N, H, T, d) and options as scaled_dot_product_attention's on the split heads, to the bit;
+// with merge_heads, merge_heads(that output) (N, T, E), what an out_proj reads, to the bit (the bf16
+// head kernel writes it so, the other kernels merge their output with recorded ops).
 // One node: its backward writes each source's gradient whole, where the split heads' slices would
 // each place theirs into zeros and then be summed.
+// heads (N, H, T, d) side by side as (N, T, H·d): transpose(heads, 1, 2) reshaped, recorded.
+Tensor merge_heads(const Tensor& heads);
 Attention packed_self_attention(const Tensor& qkv, int64_t heads, const AttentionOptions& options = {},
                                 Generator& gen = default_generator());
 Attention packed_cross_attention(const Tensor& q, const Tensor& kv, int64_t heads, const AttentionOptions& options = {},

@@ -71,10 +71,19 @@ Tensor packed_gradient(const std::vector<Tensor>& head_grads, const Shape& sourc
   return out;
 }
 
-// The bf16 head kernel's backward with dq, dk, dv written in their places of the sources' gradients
-// (no gather of the head gradients). Empty when it cannot serve: a recorded backward (create_graph,
-// refused in bf16 by the node's own backward) or rows without keys whose NaN weights must reach dv.
-std::vector<Tensor> in_place_backward(const AttentionPlan& plan, const PackedLayout& layout, const BackwardContext& c) {
+// Where the output's gradient g is: the heads (N, H, T, d), or with merge_heads merged (N, T, E).
+kernels::HeadsIn gradient_rows(const Tensor& g, const PackedLayout& layout, bool merged) {
+  const int64_t T = merged ? g.size(1) : g.size(2), d = layout.E / layout.heads;
+  return merged ? kernels::merged_heads<const float*>(g.data<float>(), layout.heads, T, d)
+                : kernels::contiguous_heads<const float*>(g.data<float>(), layout.heads, T, d);
+}
+
+// The bf16 head kernel's backward reading the output's gradient where it is (merged or not) and
+// writing dq, dk, dv in their places of the sources' gradients (no copy to split or gather heads).
+// Empty when it cannot serve: a recorded backward (create_graph, refused in bf16 by the node's own
+// backward) or rows without keys whose NaN weights must reach dv.
+std::vector<Tensor> in_place_backward(const AttentionPlan& plan, const PackedLayout& layout, bool merged,
+                                      const BackwardContext& c) {
   const Tensor& lse = c.saved[kKeepOrLse];  // (N, H, T)
   if (!bf16_head_kernel(plan) || grad_enabled() || (!plan.zero_masked_rows && rows_without_keys(lse).defined()))
     return {};
@@ -89,7 +98,8 @@ std::vector<Tensor> in_place_backward(const AttentionPlan& plan, const PackedLay
       places[i] = {grads[at.source].data<float>() + w.offset, w.strides[0], w.strides[1], w.strides[2]};
   }
   const AttentionTensors heads{c.saved[kQ], c.saved[kK], c.saved[kV], c.saved[kAttnMask], c.saved[kKeyPadding]};
-  bf16_head_attention_backward(plan, heads, lse, c.grad, places[0], places[1], places[2]);
+  bf16_head_attention_backward(plan, heads, lse, gradient_rows(c.grad, layout, merged), places[0], places[1],
+                               places[2]);
   return grads;
 }
 
@@ -101,11 +111,13 @@ std::vector<Tensor> in_place_backward(const AttentionPlan& plan, const PackedLay
 // again, one strided copy each, or, under create_graph, with recorded ops so that the second order
 // sees how q, k and v depend on the sources. Keeping both would hold each projection twice until
 // the backward (3E more per position and layer than the split heads held).
-std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayout& layout, const BackwardContext& c) {
-  // q, k, v = the heads of their sources; out = attention(q, k, v): Note [one attention backward]
+std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayout& layout, bool merged,
+                                    const BackwardContext& c) {
+  // q, k, v = the heads of their sources; out = attention(q, k, v), merged with merge_heads: Note [one
+  // attention backward]
   std::vector<Tensor> saved(c.saved.begin(), c.saved.begin() + kSavedCount);
   const std::vector<Tensor> sources(c.saved.begin() + kSavedCount, c.saved.end());
-  if (std::vector<Tensor> grads = in_place_backward(plan, layout, c); !grads.empty()) return grads;
+  if (std::vector<Tensor> grads = in_place_backward(plan, layout, merged, c); !grads.empty()) return grads;
   Needs needs{};
   for (size_t i = 0; i < needs.size(); ++i) {
     const PackedPlace& at = layout.places[i];
@@ -113,8 +125,10 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
     if (!saved[kQ + i].defined())
       saved[kQ + i] = heads_of(sources[at.source], at.slot, layout, sources[at.source].dtype());
   }
-  const std::vector<Tensor> head_grads = node_backward(plan, c.grad, saved, needs);  // (N, H, L, d) each
-  std::vector<Tensor> grads(c.needs_grad.size());                                    // per source
+  // The output's gradient as heads (N, H, T, d): a merged one split like a source of one slot.
+  const Tensor g = merged ? heads_of(c.grad, 0, layout, c.grad.dtype()) : c.grad;
+  const std::vector<Tensor> head_grads = node_backward(plan, g, saved, needs);  // (N, H, L, d) each
+  std::vector<Tensor> grads(c.needs_grad.size());                               // per source
   for (size_t s = 0; s < grads.size(); ++s) {
     if (!c.needs_grad[s]) continue;
     std::vector<Tensor> slots;
@@ -123,6 +137,19 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
     grads[s] = packed_gradient(slots, c.inputs[s].shape, layout);
   }
   return grads;
+}
+
+// The bf16 head kernel's forward with its output written merged, (N, T, E): what the node saves is
+// the streaming node's (the output itself is not needed by this kernel's backward).
+AttentionForward merged_head_kernel_forward(const std::array<Tensor, 3>& heads, const AttentionOptions& o,
+                                            const AttentionPlan& plan, const PackedLayout& layout) {
+  Tensor out = empty({plan.B, plan.T, layout.E}, DType::f32);  // (N, T, E)
+  const Tensor lse = bf16_head_attention_forward(
+      plan, {heads[0], heads[1], heads[2], o.attn_mask, o.key_padding_mask},
+      kernels::merged_heads(out.data<float>(), layout.heads, plan.T, plan.dv));  // (N, H, T)
+  return {out,
+          Tensor(),
+          {heads[0], heads[1], heads[2], o.attn_mask, o.key_padding_mask, Tensor(), lse, Tensor(), Tensor()}};
 }
 
 Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayout& layout, const AttentionOptions& o,
@@ -137,7 +164,11 @@ Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayou
     for (size_t i = 0; i < heads.size(); ++i)
       heads[i] = heads_of(sources[layout.places[i].source], layout.places[i].slot, layout, dtype);
   }
-  AttentionForward f = attention_forward(heads[0], heads[1], heads[2], o, plan, gen);
+  // With merge_heads the bf16 head kernel writes the heads merged; the other kernels' output is
+  // merged with recorded ops below.
+  const bool merged = o.merge_heads && bf16_head_kernel(plan);
+  AttentionForward f = merged ? merged_head_kernel_forward(heads, o, plan, layout)
+                              : attention_forward(heads[0], heads[1], heads[2], o, plan, gen);
   if (needs_recording(sources)) {
     if (!bf16_heads(plan)) {  // Note [what the packed node saves]
       std::fill(f.saved.begin() + kQ, f.saved.begin() + kV + 1, Tensor());
@@ -149,9 +180,9 @@ Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayou
                   .formula = "q, k, v = heads of the packed projections, out = attention(q, k, v)  →  dq, dk, dv as "
                              "scaled_dot_product_attention's, each written in its place of its source's gradient"}},
                 sources, f.saved,
-                [plan, layout](const BackwardContext& c) { return packed_backward(plan, layout, c); });
+                [plan, layout, merged](const BackwardContext& c) { return packed_backward(plan, layout, merged, c); });
   }
-  return {f.out, f.weights};
+  return {o.merge_heads && !merged ? merge_heads(f.out) : f.out, f.weights};
 }
 
 void check_packed_source(const char* op, const char* what, const Tensor& source, int64_t slots, int64_t heads) {

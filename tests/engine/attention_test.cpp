@@ -353,8 +353,12 @@ struct PackedCase {
   AttentionOptions options;
 };
 
+// Whether the heads of the output are merged (N, T, E): by the packed op (merge_heads option), or
+// after it by merge_heads().
+enum class Merge { no, in_op, after };
+
 // Output and source gradients of the packed op (packed = true) or of sdpa on the split heads.
-std::vector<Tensor> run_packed(const PackedCase& c, bool packed, DType dtype, bool bf16) {
+std::vector<Tensor> run_packed(const PackedCase& c, bool packed, DType dtype, bool bf16, Merge merge = Merge::no) {
   const int64_t N = 2, T = 5, S = c.cross ? 7 : 5, E = 16;
   Generator gen(31);
   std::vector<Tensor> sources =
@@ -363,6 +367,7 @@ std::vector<Tensor> run_packed(const PackedCase& c, bool packed, DType dtype, bo
   for (Tensor& s : sources) s.requires_grad_();
   AttentionOptions o = c.options;
   o.kernel = c.kernel;
+  o.merge_heads = merge == Merge::in_op;
   AutocastGuard autocast(bf16);
   Generator dropout_gen(5);
   Tensor out;
@@ -376,6 +381,7 @@ std::vector<Tensor> run_packed(const PackedCase& c, bool packed, DType dtype, bo
                                        split_heads(kv, kv_slot + 1, E), o, dropout_gen)
               .output;
   }
+  if (merge == Merge::after) out = merge_heads(out);
   Generator ggen(6);
   out.backward(randn(out.shape(), out.dtype(), ggen));
   std::vector<Tensor> results{out};
@@ -393,6 +399,11 @@ std::vector<PackedCase> packed_cases() {
     cases.push_back({cross, AttentionKernel::streaming, {.is_causal = true}});
     cases.push_back({cross, AttentionKernel::materialising, {.key_padding_mask = pad, .dropout_p = 0.3}});
     cases.push_back({cross, AttentionKernel::streaming, {.key_padding_mask = pad, .masked_rows = MaskedRows::zero}});
+    // Every key of the second sequence hidden: its rows' NaN weights reach dv through the
+    // materialising formulas (Note [fully masked rows]).
+    Tensor hidden = zeros(pad.shape(), DType::b8);
+    for (int64_t j = 0; j < pad.size(1); ++j) hidden.set({1, j}, 1);
+    cases.push_back({cross, AttentionKernel::streaming, {.key_padding_mask = hidden}});
   }
   return cases;
 }
@@ -421,6 +432,27 @@ TEST(PackedAttention, EqualsAttentionOnTheSplitHeadsUnderAutocast) {
   const std::vector<PackedCase> cases = packed_cases();
   for (size_t i = 0; i < cases.size(); ++i)
     expect_same_bits(run_packed(cases[i], true, DType::f32, true), run_packed(cases[i], false, DType::f32, true), i);
+}
+
+// merge_heads: the output merged (N, T, E) by the op, as merge_heads() merges the heads' output, and
+// the same gradients, to the bit: f64, f32 and under autocast (the bf16 head kernel writes it merged
+// and reads its gradient so, the other kernels merge with recorded ops).
+TEST(PackedAttention, MergedHeadsAsMergeHeadsOfTheOutputBitForBit) {
+  const std::vector<PackedCase> cases = packed_cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (DType dtype : {DType::f64, DType::f32})
+      expect_same_bits(run_packed(cases[i], true, dtype, false, Merge::in_op),
+                       run_packed(cases[i], true, dtype, false, Merge::after), i);
+    if (cpu_has_avx512_bf16())
+      expect_same_bits(run_packed(cases[i], true, DType::f32, true, Merge::in_op),
+                       run_packed(cases[i], true, DType::f32, true, Merge::after), i);
+  }
+  expect_error(
+      [] {
+        scaled_dot_product_attention(zeros({1, 1, 2, 4}), zeros({1, 1, 2, 4}), zeros({1, 1, 2, 4}),
+                                     {.merge_heads = true});
+      },
+      {"scaled_dot_product_attention", "merge_heads", "packed_self_attention"});
 }
 
 // create_graph: the gradient of Σ (d source · u) is the split composition's, at both kernels.
