@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/dtype.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/exp.h"
 #include "engine/kernels/parallel.h"
 
@@ -473,8 +474,7 @@ struct PairProduct {
   return _mm512_or_si512(bf16_lanes(even), _mm512_slli_epi32(bf16_lanes(odd), 16));
 }
 
-// The 16 lanes in bf16, in lane order: lanes 2l and 2l+1 of x are then pair l, 8 pairs of one row's
-// neighbouring values.
+// Lanes 2l and 2l+1 of x as pair l: 8 pairs of one row's neighbouring values.
 [[AG_BF16_TARGET, gnu::always_inline]] inline __m256i pairs_of_lanes(__m512 x) {
   return _mm512_cvtepi32_epi16(bf16_lanes(x));
 }
@@ -537,17 +537,15 @@ const uint16_t* padded(const uint16_t* src, int64_t rows, int64_t cols_in, int64
   return dst;
 }
 
-// src (rows, cols_in), rows ld apart, f32 as a (rows_padded, cols) bf16 operand with zeros around,
-// rounded as bf16_bits_from_f32 rounds; cols a multiple of 16.
-[[AG_BF16_TARGET]] void bf16_operand(const float* src, int64_t ld, int64_t rows, int64_t cols_in, int64_t rows_padded,
-                                     int64_t cols, uint16_t* dst) {
-  for (int64_t r = 0; r < rows_padded; ++r)
-    for (int64_t c = 0; c < cols; c += 16) {
-      const int64_t read = r < rows ? std::clamp<int64_t>(cols_in - c, 0, 16) : 0;
-      const auto lanes = static_cast<__mmask16>((uint32_t{1} << read) - 1);
-      const __m256i bits = pairs_of_lanes(_mm512_maskz_loadu_ps(lanes, src + r * ld + c));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + r * cols + c), bits);
-    }
+// src (rows, cols_in) f32, rows ld apart, rounded to bf16 (round_to_bf16) as a (rows_padded, cols)
+// operand in dst, with zeros around.
+void bf16_operand(const float* src, int64_t ld, int64_t rows, int64_t cols_in, int64_t rows_padded, int64_t cols,
+                  uint16_t* dst) {
+  for (int64_t r = 0; r < rows_padded; ++r) {
+    uint16_t* row = dst + r * cols;
+    if (r < rows) round_to_bf16(src + r * ld, reinterpret_cast<BFloat16*>(row), cols_in);
+    std::fill(row + (r < rows ? cols_in : 0), row + cols, uint16_t(0));
+  }
 }
 
 // (rows, cols) bf16 → (rows/2, cols) pairs of rows (row 2r's value, row 2r+1's), cols a multiple of 16.
