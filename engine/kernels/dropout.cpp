@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "engine/generator.h"
 #include "engine/kernels/parallel.h"
@@ -91,42 +92,50 @@ template <typename T>
   backward_range(grad, keep, scale, out, n);
 }
 
-// The attention weights (heads, queries, keys) of one example: weight (h, i, j) from draw
-// attention_draw(h, i, j, heads) + 1 after `counter`.
+// The attention weights (heads, T·S) of one example: weight (h, e) from the draw at counter +
+// offsets[e] + h·kIncrement.
 template <typename T>
 [[gnu::always_inline]] inline void attention_mask(uint64_t counter, uint64_t kept_from, T scale, T* __restrict out,
-                                                  int64_t heads, int64_t queries, int64_t keys) {
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < queries; ++i) {
-      T* line = out + (h * queries + i) * keys;
+                                                  int64_t heads, const uint64_t* __restrict offsets, int64_t weights) {
+  for (int64_t h = 0; h < heads; ++h) {
+    const uint64_t head_counter = counter + static_cast<uint64_t>(h) * Generator::kIncrement;
+    T* __restrict line = out + h * weights;
 #pragma omp simd
-      for (int64_t j = 0; j < keys; ++j) {
-        const uint64_t bits = Generator::mix(counter + (attention_draw(h, i, j, heads) + 1) * Generator::kIncrement);
-        line[j] = (bits >> 11) >= kept_from ? scale : T(0);
-      }
-    }
+    for (int64_t e = 0; e < weights; ++e)
+      line[e] = (Generator::mix(head_counter + offsets[e]) >> 11) >= kept_from ? scale : T(0);
+  }
 }
 
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void attention_mask_f32(
-    uint64_t counter, uint64_t kept_from, float scale, float* out, int64_t heads, int64_t queries, int64_t keys) {
-  attention_mask(counter, kept_from, scale, out, heads, queries, keys);
+    uint64_t counter, uint64_t kept_from, float scale, float* out, int64_t heads, const uint64_t* offsets,
+    int64_t weights) {
+  attention_mask(counter, kept_from, scale, out, heads, offsets, weights);
 }
 
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void attention_mask_f64(
-    uint64_t counter, uint64_t kept_from, double scale, double* out, int64_t heads, int64_t queries, int64_t keys) {
-  attention_mask(counter, kept_from, scale, out, heads, queries, keys);
+    uint64_t counter, uint64_t kept_from, double scale, double* out, int64_t heads, const uint64_t* offsets,
+    int64_t weights) {
+  attention_mask(counter, kept_from, scale, out, heads, offsets, weights);
 }
 
 }  // namespace
 
-void attention_dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t heads, int64_t queries,
-                                int64_t keys) {
-  attention_mask_f32(counter, first_kept(p), scale, out, heads, queries, keys);
+std::vector<uint64_t> attention_draw_offsets(int64_t heads, int64_t queries, int64_t keys) {
+  std::vector<uint64_t> offsets(static_cast<size_t>(queries * keys));
+  for (int64_t i = 0; i < queries; ++i)
+    for (int64_t j = 0; j < keys; ++j)
+      offsets[static_cast<size_t>(i * keys + j)] = (attention_draw(0, i, j, heads) + 1) * Generator::kIncrement;
+  return offsets;
 }
 
-void attention_dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t heads, int64_t queries,
-                                int64_t keys) {
-  attention_mask_f64(counter, first_kept(p), scale, out, heads, queries, keys);
+void attention_dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t heads,
+                                const uint64_t* offsets, int64_t weights) {
+  attention_mask_f32(counter, first_kept(p), scale, out, heads, offsets, weights);
+}
+
+void attention_dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t heads,
+                                const uint64_t* offsets, int64_t weights) {
+  attention_mask_f64(counter, first_kept(p), scale, out, heads, offsets, weights);
 }
 
 void dropout_backward_row(const float* grad, const bool* keep, float scale, float* out, int64_t n) {
@@ -227,9 +236,10 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
     const auto scale = static_cast<T>(dropout_scale(dtype, p, RngStyle::attograd));
     T* masks = apply.x ? nullptr : mask.data<T>();
     if (by_place) {
+      const std::vector<uint64_t> offsets = kernels::attention_draw_offsets(shape[1], shape[2], shape[3]);
       parallel_for(rows, per_row * kDrawCost, [&](int64_t row) {
-        kernels::attention_dropout_mask_row(row_counter(row), p, scale, masks + row * per_row, shape[1], shape[2],
-                                            shape[3]);
+        kernels::attention_dropout_mask_row(row_counter(row), p, scale, masks + row * per_row, shape[1], offsets.data(),
+                                            shape[2] * shape[3]);
       });
       return;
     }

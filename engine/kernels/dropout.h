@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/generator.h"
 #include "engine/tensor.h"
@@ -43,11 +44,16 @@ constexpr uint64_t attention_draw(int64_t h, int64_t i, int64_t j, int64_t heads
   const uint64_t pair = j < i ? ui * ui + uj : uj * uj + uj + ui;
   return pair * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h);
 }
-// out (H, T, S) = scale if draw attention_draw(h, i, j, H) + 1 after `counter` is kept, else 0.
-void attention_dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t heads, int64_t queries,
-                                int64_t keys);
-void attention_dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t heads, int64_t queries,
-                                int64_t keys);
+// The counter offsets of one head's weights (T, S), at i·S + j: (attention_draw(0, i, j, heads) + 1) ·
+// Generator::kIncrement; head h's are these + h·kIncrement (the heads interleave). Computed once for
+// all the rows of a batch, so that drawing a row's weights vectorises over the whole (T, S) plane.
+std::vector<uint64_t> attention_draw_offsets(int64_t heads, int64_t queries, int64_t keys);
+// out (H, T, S) = scale if draw attention_draw(h, i, j, H) + 1 after `counter` is kept, else 0, given
+// the offsets above for the plane of `weights` = T·S.
+void attention_dropout_mask_row(uint64_t counter, double p, float scale, float* out, int64_t heads,
+                                const uint64_t* offsets, int64_t weights);
+void attention_dropout_mask_row(uint64_t counter, double p, double scale, double* out, int64_t heads,
+                                const uint64_t* offsets, int64_t weights);
 
 }  // namespace ag::kernels
 

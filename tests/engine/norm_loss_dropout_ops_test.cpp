@@ -444,13 +444,14 @@ TEST(Dropout, AttentionWeightsDrawByTheirPlaceNotTheirPadding) {
     for (int64_t j = 0; j < m; ++j) shell[{m, j}] = next++;
     for (int64_t i = 0; i <= m; ++i) shell[{i, m}] = next++;
   }
-  auto mask = [&](int64_t first, int64_t rows, int64_t queries, int64_t keys) {
+  auto mask = [&](int64_t first, int64_t rows, int64_t queries, int64_t keys, DType dtype = f64) {
     Generator gen(7);
     BatchShardGuard guard(B);
     guard.select(first, rows);
-    return attention_dropout_mask({rows, H, queries, keys}, f64, p, gen);
+    return attention_dropout_mask({rows, H, queries, keys}, dtype, p, gen);
   };
   const Tensor whole = mask(0, B, T, S);
+  EXPECT_EQ(mask(0, B, T, S, DType::f32).to_vector(), whole.to_vector());  // the f32 kernel draws the same
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < T; ++i)
