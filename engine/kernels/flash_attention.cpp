@@ -447,6 +447,24 @@ struct PairProduct {
   }
 }
 
+// The part of a product that block r of 16 rows needs: inner pairs [lo, hi) and the result's columns
+// from `column` (a multiple of 16) on; the columns before it are not written.
+struct RowBlockPart {
+  int64_t lo, hi, column;
+};
+
+// g in blocks of 16 rows, each over its part(r) alone: a causal head's products skip the terms its mask
+// makes zero and the scores it never reads. Each element sums its pairs in pair_product's order.
+template <typename Part>
+[[AG_BF16_TARGET]] void product_by_row_blocks(const PairProduct& g, Part part) {
+  for (int64_t r = 0; r < g.rows; r += 16) {
+    const RowBlockPart at = part(r);
+    if (at.column >= 16 * g.vectors) continue;
+    pair_product({g.a + r * g.a_row + at.lo * g.a_col, g.a_row, g.a_col, g.b + at.lo * g.ldb + at.column, g.ldb,
+                  at.hi - at.lo, g.c + r * g.ldc + at.column, g.ldc, 16, g.vectors - at.column / 16});
+  }
+}
+
 // e^x in 16 lanes, as exp_nonpositive computes it (x below -87 gives e^-87: callers zero masked lanes).
 [[AG_BF16_TARGET, gnu::always_inline]] inline __m512 exp_lanes(__m512 x) {
   using namespace cephes_exp;
@@ -625,11 +643,21 @@ struct QueryBlock {
   __mmask16 padding;
 };
 
+// Under a causal mask query i sees keys j <= i alone. So the queries from i0 on (a multiple of 16)
+// need the keys before keys_seen(i0 + 16 - 1) + 1, and the keys from j0 on meet the queries from
+// first_query(j0) on; the head's products skip the rest (product_by_row_blocks).
+int64_t keys_seen(const FlashProblem<float>& p, const HeadSizes& z, int64_t i0) {
+  return p.causal ? std::min(z.Sp, i0 + 16) : z.Sp;
+}
+int64_t first_query(const FlashProblem<float>& p, const HeadSizes& z, int64_t j0) {
+  return p.causal ? std::min(z.Tp, j0) : 0;
+}
+
 [[AG_BF16_TARGET, gnu::always_inline]] inline QueryBlock query_block(const FlashProblem<float>& p, const HeadSizes& z,
                                                                      int64_t i0) {
   const __m512i queries = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                            _mm512_set1_epi32(static_cast<int32_t>(i0)));
-  return {i0, p.causal ? std::min(z.Sp, i0 + 16) : z.Sp, queries,
+  return {i0, keys_seen(p, z, i0), queries,
           _mm512_cmpge_epi32_mask(queries, _mm512_set1_epi32(static_cast<int32_t>(z.T)))};
 }
 
@@ -669,11 +697,14 @@ HeadOperands head_operands(const HeadSizes& z, const uint16_t* q, const uint16_t
           padded(v, z.S, z.dv, z.Sp, z.dvp, w.v.data()), dout ? w.dout.data() : nullptr};
 }
 
-// scoresᵀ (Sp, Tp) = k @ qᵀ, unscaled: a key per row.
-void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
+// scoresᵀ (Sp, Tp) = k @ qᵀ, unscaled: a key per row (under a causal mask, the queries it meets).
+void key_scores(const FlashProblem<float>& p, const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
   pairs_by_column(x.q, z.Tp, z.dp, w.q_by_pair.data());
-  pair_product({reinterpret_cast<const int32_t*>(x.k), z.dp / 2, 1, w.q_by_pair.data(), z.Tp, z.dp / 2, w.scores.data(),
-                z.Tp, z.Sp, z.Tp / 16});
+  product_by_row_blocks({reinterpret_cast<const int32_t*>(x.k), z.dp / 2, 1, w.q_by_pair.data(), z.Tp, z.dp / 2,
+                         w.scores.data(), z.Tp, z.Sp, z.Tp / 16},
+                        [&](int64_t j0) {
+                          return RowBlockPart{0, z.dp / 2, first_query(p, z, j0)};
+                        });
 }
 
 [[AG_BF16_TARGET]] void head_forward_bf16(const FlashProblem<float>& p, const HeadSizes& z, int64_t bh,
@@ -683,7 +714,7 @@ void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
   const HeadOperands x = head_operands(z, q, k, v, nullptr, 0, w);
   pair_rows(x.v, z.Sp, z.dvp, w.v_rows.data());
   if (p.takes_part || p.added) added_block(p, z, b, bh % p.H, w);
-  key_scores(z, x, w);
+  key_scores(p, z, x, w);
   // e = e^(scale · q kᵀ + masks − max) over the keys, 16 queries at a time, a query per lane, as
   // pairs of keys in bf16; the rows are divided by their sums after the product
   float* scores = w.dscores.data();  // (Sp, Tp)
@@ -698,11 +729,7 @@ void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
       max = _mm512_max_ps(max, s);
     }
     __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < z.Sp; j += 2) {
-      if (j >= block.keys) {  // keys after the block's last query (causal): no weight
-        _mm512_storeu_si512(e_pairs + (j / 2) * z.Tp + i0, _mm512_setzero_si512());
-        continue;
-      }
+    for (int64_t j = 0; j < block.keys; j += 2) {
       const __m512 even = weights_of(_mm512_loadu_ps(scores + j * z.Tp + i0), max);
       const __m512 odd = weights_of(_mm512_loadu_ps(scores + (j + 1) * z.Tp + i0), max);
       sum = _mm512_add_ps(_mm512_add_ps(sum, even), odd);
@@ -716,8 +743,11 @@ void key_scores(const HeadSizes& z, const HeadOperands& x, HeadScratch& w) {
     for (int64_t l = 0; l < 16 && i0 + l < z.T; ++l)
       lse[i0 + l] = sums[l] != 0 ? maxes[l] + std::log(sums[l]) : -std::numeric_limits<float>::infinity();
   }
-  // out (Tp, dvp) = (e @ v) / Σ e: a query per row, pairs of keys
-  pair_product({e_pairs, 1, z.Tp, w.v_rows.data(), z.dvp, z.Sp / 2, w.out.data(), z.dvp, z.Tp, z.dvp / 16});
+  // out (Tp, dvp) = (e @ v) / Σ e: a query per row, pairs of the keys it sees
+  product_by_row_blocks({e_pairs, 1, z.Tp, w.v_rows.data(), z.dvp, z.Sp / 2, w.out.data(), z.dvp, z.Tp, z.dvp / 16},
+                        [&](int64_t i0) {
+                          return RowBlockPart{0, keys_seen(p, z, i0) / 2, 0};
+                        });
   for (int64_t i = 0; i < z.T; ++i) {
     float* row = out + i * ld_out;
     const float* product = w.out.data() + i * z.dvp;
@@ -749,11 +779,14 @@ struct HeadGrads {
   const int64_t b = bh / p.H;
   const HeadOperands x = head_operands(z, q, k, v, dout, ld_dout, w);
   if (p.takes_part || p.added) added_block(p, z, b, bh % p.H, w);
-  key_scores(z, x, w);
+  key_scores(p, z, x, w);
   // forward: out = p @ v  →  dpᵀ (Sp, Tp) = v @ doutᵀ
   pairs_by_column(x.dout, z.Tp, z.dvp, w.dout_by_pair.data());
-  pair_product({reinterpret_cast<const int32_t*>(x.v), z.dvp / 2, 1, w.dout_by_pair.data(), z.Tp, z.dvp / 2,
-                w.dscores.data(), z.Tp, z.Sp, z.Tp / 16});
+  product_by_row_blocks({reinterpret_cast<const int32_t*>(x.v), z.dvp / 2, 1, w.dout_by_pair.data(), z.Tp, z.dvp / 2,
+                         w.dscores.data(), z.Tp, z.Sp, z.Tp / 16},
+                        [&](int64_t j0) {
+                          return RowBlockPart{0, z.dvp / 2, first_query(p, z, j0)};
+                        });
   // p = e^(s − lse)  →  ds = p ⊙ (dp − Σ_keys p ⊙ dp), as pairs of keys (for dq) and of queries (for dk)
   float* weights = w.scores.data();  // (Sp, Tp), over the scores as they are read
   const float* dps = w.dscores.data();
@@ -764,14 +797,13 @@ struct HeadGrads {
     const __m512 shift = _mm512_load_ps(shifts);
     __m512 dot = _mm512_setzero_ps();
     const QueryBlock block = query_block(p, z, i0);
-    for (int64_t j = 0; j < z.Sp; ++j) {
-      const __m512 weight =
-          j < block.keys ? weights_of(masked_scores(p, z, w, b, j, block), shift) : _mm512_setzero_ps();
+    for (int64_t j = 0; j < block.keys; ++j) {
+      const __m512 weight = weights_of(masked_scores(p, z, w, b, j, block), shift);
       _mm512_storeu_ps(weights + j * z.Tp + i0, weight);
       dot = _mm512_fmadd_ps(weight, _mm512_loadu_ps(dps + j * z.Tp + i0), dot);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p_by_key + j * z.Tp / 2 + i0 / 2), pairs_of_lanes(weight));
     }
-    for (int64_t j = 0; j < z.Sp; j += 2) {
+    for (int64_t j = 0; j < block.keys; j += 2) {
       const float* dp = dps + j * z.Tp + i0;
       const float* weight = weights + j * z.Tp + i0;
       const __m512 even = _mm512_mul_ps(_mm512_loadu_ps(weight), _mm512_sub_ps(_mm512_loadu_ps(dp), dot));
@@ -783,16 +815,24 @@ struct HeadGrads {
   }
   // dv (Sp, dvp) = pᵀ @ dout: a key per row, pairs of queries
   pair_rows(x.dout, z.Tp, z.dvp, w.dout_rows.data());
-  pair_product(
-      {w.p_by_key.data(), z.Tp / 2, 1, w.dout_rows.data(), z.dvp, z.Tp / 2, w.out.data(), z.dvp, z.Sp, z.dvp / 16});
+  const auto queries_met = [&](int64_t j0) { return RowBlockPart{first_query(p, z, j0) / 2, z.Tp / 2, 0}; };
+  product_by_row_blocks(
+      {w.p_by_key.data(), z.Tp / 2, 1, w.dout_rows.data(), z.dvp, z.Tp / 2, w.out.data(), z.dvp, z.Sp, z.dvp / 16},
+      queries_met);
   scaled_rows(w.out.data(), z.S, z.dv, z.dvp, 1.0f, g.dv, g.ldv);
   // s = scale · q kᵀ  →  dq (Tp, dp) = scale · ds @ k (a query per row, pairs of keys)
   pair_rows(x.k, z.Sp, z.dp, w.k_rows.data());
-  pair_product({w.p_by_query.data(), 1, z.Tp, w.k_rows.data(), z.dp, z.Sp / 2, w.out.data(), z.dp, z.Tp, z.dp / 16});
+  product_by_row_blocks(
+      {w.p_by_query.data(), 1, z.Tp, w.k_rows.data(), z.dp, z.Sp / 2, w.out.data(), z.dp, z.Tp, z.dp / 16},
+      [&](int64_t i0) {
+        return RowBlockPart{0, keys_seen(p, z, i0) / 2, 0};
+      });
   scaled_rows(w.out.data(), z.T, z.d, z.dp, p.scale, g.dq, g.ldq);
   // dk (Sp, dp) = scale · dsᵀ @ q (a key per row, pairs of queries)
   pair_rows(x.q, z.Tp, z.dp, w.q_rows.data());
-  pair_product({w.ds_by_key.data(), z.Tp / 2, 1, w.q_rows.data(), z.dp, z.Tp / 2, w.out.data(), z.dp, z.Sp, z.dp / 16});
+  product_by_row_blocks(
+      {w.ds_by_key.data(), z.Tp / 2, 1, w.q_rows.data(), z.dp, z.Tp / 2, w.out.data(), z.dp, z.Sp, z.dp / 16},
+      queries_met);
   scaled_rows(w.out.data(), z.S, z.d, z.dp, p.scale, g.dk, g.ldk);
 }
 
