@@ -61,6 +61,13 @@ Tensor Linear::forward_activated(const Tensor& x, Activation activation) {
   });
 }
 
+Tensor Linear::forward_relu_dropout(const Tensor& x, const Dropout& dropout) {
+  return call([&] {
+    check_linear_input(x, weight);
+    return linear_relu_dropout(x, weight, bias, dropout.p, dropout.is_training(), dropout.generator());
+  });
+}
+
 std::string Linear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0),
                      bias.defined() ? "True" : "False");

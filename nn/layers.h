@@ -14,6 +14,8 @@ namespace ag::nn {
 // draws and rounding).
 Tensor init_uniform(const Shape& shape, double bound, Generator& gen);
 
+class Dropout;
+
 // y = x Wᵀ + b, W (out, in). PyTorch's default init: W and b ~ U(-1/√in, 1/√in); in torch style
 // exactly its draws: kaiming_uniform_(W, a=√5), then b.
 class Linear : public UnaryModule {
@@ -24,6 +26,10 @@ class Linear : public UnaryModule {
   // a GELU in one pass after it and one backward pass for both), in this module's scope; its forward
   // hooks see the activated output.
   Tensor forward_activated(const Tensor& x, Activation activation);
+  // dropout(relu(this(x))) as one op (linear_relu_dropout in engine/ops/matmul.h: the mask applied in
+  // place, no mask kept), with `dropout`'s p, mode and generator, in this module's scope; its forward
+  // hooks see the dropped output (the Dropout module's are not run, as add_dropout's callers skip them).
+  Tensor forward_relu_dropout(const Tensor& x, const Dropout& dropout);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
 

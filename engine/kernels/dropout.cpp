@@ -29,6 +29,22 @@ template <typename T>
     for (int64_t i = 0; i < n; ++i) mask[i] = kept(counter, i, kept_from) ? scale : T(0);
     return;
   }
+  if (apply->keep == nullptr) {  // in place, out == x: no keep mask
+    T* __restrict out = apply->out;
+    if constexpr (std::is_same_v<T, float>) {
+      if (uint16_t* __restrict out_bf16 = apply->out_bf16) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = out[i] * (kept(counter, i, kept_from) ? scale : T(0));
+          out_bf16[i] = bf16_bits_from_f32(out[i]);
+        }
+        return;
+      }
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] * (kept(counter, i, kept_from) ? scale : T(0));
+    return;
+  }
   const T* __restrict x = apply->x;
   T* __restrict out = apply->out;
   bool* __restrict keep = apply->keep;
@@ -189,7 +205,7 @@ struct ApplyTo {
   const Tensor* x = nullptr;
   const Tensor* residual = nullptr;  // may be undefined
   Tensor* out = nullptr;
-  Tensor* keep = nullptr;
+  Tensor* keep = nullptr;      // null: in place (out is x), no keep mask
   Tensor* out_bf16 = nullptr;  // not null: out's bf16 copy too
 };
 
@@ -230,7 +246,8 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
     const uint64_t row_start = shard ? static_cast<uint64_t>(shard->first + row) * kDrawsPerRow : 0;
     return start + row_start * Generator::kIncrement;
   };
-  if (apply.x) *apply.out = empty(shape, dtype), *apply.keep = empty(shape, DType::b8);
+  if (apply.x && !apply.out->defined()) *apply.out = empty(shape, dtype);
+  if (apply.x && apply.keep) *apply.keep = empty(shape, DType::b8);
   if (apply.out_bf16) *apply.out_bf16 = empty(shape, DType::bf16);
   dispatch_floating(dtype, "dropout", [&]<typename T>() {
     const auto scale = static_cast<T>(dropout_scale(dtype, p, RngStyle::attograd));
@@ -254,7 +271,7 @@ Tensor draw_mask(const Shape& shape, DType dtype, double p, Generator& gen, RowL
               .x = apply.x->data<T>() + at,
               .residual = apply.residual->defined() ? apply.residual->data<T>() + at : nullptr,
               .out = apply.out->data<T>() + at,
-              .keep = apply.keep->data<bool>() + at,
+              .keep = apply.keep ? apply.keep->data<bool>() + at : nullptr,
               .out_bf16 =
                   apply.out_bf16 ? reinterpret_cast<uint16_t*>(apply.out_bf16->data<BFloat16>()) + at : nullptr};
           kernels::dropout_mask_row(counter, p, scale, nullptr, n, &to);
@@ -297,6 +314,15 @@ AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, 
              .keep = &result.keep,
              .out_bf16 = bf16_copy ? &result.out_bf16 : nullptr});
   return result;
+}
+
+Tensor apply_dropout_in_place(const Tensor& x, double p, Generator& gen, bool bf16_copy) {
+  AG_CHECK(!bf16_copy || x.dtype() == DType::f32, "dropout in place: a bf16 copy needs an f32 input, got {}",
+           dtype_name(x.dtype()));
+  Tensor out = x, none, out_bf16;
+  draw_mask(x.shape(), x.dtype(), p, gen, RowLayout::flat,
+            {.x = &x, .residual = &none, .out = &out, .keep = nullptr, .out_bf16 = bf16_copy ? &out_bf16 : nullptr});
+  return out_bf16;
 }
 
 Tensor dropout_backward_data(const Tensor& grad, const Tensor& keep, double scale) {

@@ -17,7 +17,8 @@ namespace ag::kernels {
 // Given `apply`, the mask is used in the same pass instead of written: keep[i] = whether draw i is
 // kept, out[i] = x[i]·mask[i], plus residual[i] if residual is not null (rounded as the separate mul
 // and add would round it: no fused multiply-add), and out[i] rounded to bf16 in out_bf16[i] if that is
-// not null (f32 without a residual); `mask` may then be null.
+// not null (f32 without a residual); `mask` may then be null. With out == x (in place) and no residual,
+// keep may be null: nothing but out (and out_bf16) is written.
 template <typename T>
 struct DropoutApply {
   const T* x;
@@ -78,6 +79,11 @@ struct AppliedDropout {
 // bf16_copy (an f32 x without a residual): also out's bf16 copy, the next product's operand under
 // autocast.
 AppliedDropout apply_dropout(const Tensor& x, const Tensor& residual, double p, Generator& gen, bool bf16_copy = false);
+// x ⊙ mask in place, the mask drawn as apply_dropout draws it, and with bf16_copy (f32 x) x's bf16
+// copy written in the same pass, returned; no keep mask: for an op whose backward can tell the kept
+// elements from its output (linear_relu_dropout: after a ReLU, out > 0 exactly where a positive
+// value was kept).
+Tensor apply_dropout_in_place(const Tensor& x, double p, Generator& gen, bool bf16_copy = false);
 // grad ⊙ keep · scale (keep b8 of grad's shape), recording nothing: dropout's backward.
 Tensor dropout_backward_data(const Tensor& grad, const Tensor& keep, double scale);
 // The same for attention weights (B, H, T, S); in a data-parallel step, weight (h, i, j) of each row

@@ -93,14 +93,15 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
 
 namespace {
 
-// One row's columns of linear_output_gradient in one loop: gz = g where out > 0 (or g), written as
+// One row's columns of linear_output_gradient in one loop: gz = g · scale where out > 0 (or g), written as
 // the operand (rounded to bf16, or f32) and added to the f64 sums. A template per case, so each
 // loop is branch-free and vectorised.
 template <bool kRelu, bool kSums, typename Out>
 [[gnu::always_inline]] inline void output_gradient_row(const float* __restrict g, const float* __restrict out,
-                                                       Out* __restrict gz, double* __restrict sums, int64_t width) {
+                                                       Out* __restrict gz, double* __restrict sums, int64_t width,
+                                                       float scale) {
   for (int64_t j = 0; j < width; ++j) {
-    const float v = kRelu && !(out[j] > 0) ? 0.0f : g[j];
+    const float v = kRelu ? (out[j] > 0 ? g[j] * scale : 0.0f) : g[j];
     if constexpr (kSums) sums[j] += v;
     if constexpr (std::is_same_v<Out, uint16_t>) gz[j] = bf16_bits_from_f32(v);
     if constexpr (std::is_same_v<Out, float>) gz[j] = v;
@@ -112,17 +113,17 @@ template <bool kRelu, bool kSums, typename Out>
 template <bool kRelu, bool kSums, typename Out>
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void output_gradient_rows(
     const float* g, const float* out, Out* gz, double* sums, int64_t n, int64_t first, int64_t last, int64_t begin,
-    int64_t end) {
+    int64_t end, float scale) {
   for (int64_t r = first; r < last; ++r)
     output_gradient_row<kRelu, kSums>(g + r * n + begin, kRelu ? out + r * n + begin : nullptr, gz + r * n + begin,
-                                      sums, end - begin);
+                                      sums, end - begin, scale);
 }
 
 template <typename Out>
 void output_gradient_rows(const float* g, const float* out, Out* gz, double* sums, int64_t n, int64_t first,
-                          int64_t last, int64_t begin, int64_t end) {
+                          int64_t last, int64_t begin, int64_t end, float scale) {
   const auto run = [&]<bool kRelu, bool kSums>() {
-    output_gradient_rows<kRelu, kSums, Out>(g, out, gz, sums, n, first, last, begin, end);
+    output_gradient_rows<kRelu, kSums, Out>(g, out, gz, sums, n, first, last, begin, end, scale);
   };
   if (out != nullptr && sums != nullptr) return run.template operator()<true, true>();
   if (out != nullptr) return run.template operator()<true, false>();
@@ -133,18 +134,19 @@ void output_gradient_rows(const float* g, const float* out, Out* gz, double* sum
 }  // namespace
 
 LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& saved, Activation activation, bool bf16,
-                                            bool bias) {
+                                            bool bias, double relu_scale) {
   const int64_t rows = g.size(0), n = g.size(1);
   LinearOutputGradient result{empty({rows, n}, bf16 ? DType::bf16 : DType::f32), bias ? empty({n}) : Tensor()};
   const float* pg = g.data<float>();
   const float* po = activation == Activation::relu ? saved.data<float>() : nullptr;
+  const auto scale = static_cast<float>(relu_scale);
   const auto write = [&](const float* from, const float* out, int64_t n_from, int64_t first, int64_t last,
                          int64_t begin, int64_t end, int64_t at, double* sums) {
     if (bf16)
       output_gradient_rows(from, out, reinterpret_cast<uint16_t*>(result.operand.data<BFloat16>()) + at, sums, n_from,
-                           first, last, begin, end);
+                           first, last, begin, end, scale);
     else
-      output_gradient_rows(from, out, result.operand.data<float>() + at, sums, n_from, first, last, begin, end);
+      output_gradient_rows(from, out, result.operand.data<float>() + at, sums, n_from, first, last, begin, end, scale);
   };
   const auto pass = [&](int64_t first, int64_t last, int64_t begin, int64_t end, double* sums) {
     if (activation != Activation::gelu) return write(pg, po, n, first, last, begin, end, 0, sums);

@@ -15,7 +15,8 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
 
 // A linear's backward, its pass over the output gradient g (rows, N) f32, reading g (and the
 // activation's saved tensor: a ReLU's output, or a GELU's input, the product) once: gz = g where
-// out > 0, g · gelu′(z) as gelu's backward computes it, or g, written as the products' operand
+// out > 0 (g · relu_scale there for a ReLU's output after dropout, relu_scale = 1/(1 − p): the
+// kept elements are where out > 0), g · gelu′(z) as gelu's backward computes it, or g, written as the products' operand
 // (bf16-rounded as to(gz, DType::bf16) when `bf16`), and with `bias` its column sums
 // db = Σ_rows gz, summed in f64 in row blocks as sum(gz, {0}) does: the same bits as those ops.
 struct LinearOutputGradient {
@@ -23,6 +24,6 @@ struct LinearOutputGradient {
   Tensor bias;     // (N), or undefined
 };
 LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& saved, Activation activation, bool bf16,
-                                            bool bias);
+                                            bool bias, double relu_scale = 1);
 
 }  // namespace ag

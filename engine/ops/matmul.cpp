@@ -6,9 +6,11 @@
 
 #include "engine/autocast.h"
 #include "engine/autograd.h"
+#include "engine/kernels/dropout.h"
 #include "engine/kernels/linear.h"
 #include "engine/kernels/matmul.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
@@ -116,25 +118,36 @@ Tensor gelu_input(const BackwardContext& c, const Shape& rows_shape) {
   return reshape(c.saved[2], rows_shape);
 }
 
-// A linear's backward, from the output gradient: gz = g where out > 0 (after a ReLU), g · gelu′(z)
-// (after a GELU) or g, (rows, out), as the products' operand (bf16 under autocast), and db = Σ_rows gz
-// if the bias wants it. One pass of the kernel (linear_output_gradient) when nothing records;
-// recorded ops otherwise.
+// A linear's backward, from the output gradient: gz = g where out > 0 (after a ReLU; g · relu_scale
+// after a ReLU and dropout), g · gelu′(z) (after a GELU) or g, (rows, out), as the products' operand
+// (bf16 under autocast), and db = Σ_rows gz if the bias wants it. One pass of the kernel
+// (linear_output_gradient) when nothing records; recorded ops otherwise.
 LinearOutputGradient output_gradient(const BackwardContext& c, const Shape& rows_shape, Activation activation,
-                                     bool bf16) {
+                                     bool bf16, double relu_scale) {
   const bool needs_bias = c.needs_grad.size() > 2 && c.needs_grad[2];
   const Tensor g = reshape(c.grad, rows_shape);  // (rows, out)
   const bool activated = activation != Activation::none;
   if (!grad_enabled() && g.dtype() == DType::f32 && (activated || bf16))
     return linear_output_gradient(g, activated ? reshape(c.saved[2], rows_shape) : Tensor(), activation, bf16,
-                                  needs_bias);
+                                  needs_bias, relu_scale);
   Tensor gz = g;  // (rows, out)
   if (activation == Activation::relu) gz = threshold_backward(g, reshape(c.saved[2], rows_shape));
+  if (relu_scale != 1) gz = mul(gz, relu_scale);
   if (activation == Activation::gelu) gz = gelu_erf_backward(g, gelu_input(c, rows_shape));
   return {bf16 ? to(gz, DType::bf16) : gz, needs_bias ? sum(gz, {0}) : Tensor()};
 }
 
-std::string_view linear_formula(Activation activation) {
+// The ReLU's output after dropout (linear_relu_dropout): dropout's p and generator, and the scale
+// 1/(1 − p) of its kept elements.
+struct AfterDropout {
+  double p;
+  Generator* gen;
+  double scale;
+};
+
+std::string_view linear_formula(Activation activation, const AfterDropout* dropout) {
+  if (dropout)
+    return "out = relu(x Wᵀ + b) ⊙ keep · scale  →  gz = g · scale where out > 0, dx = gz W, dW = gzᵀ x, db = Σ gz";
   switch (activation) {
     case Activation::relu:
       return "out = relu(x Wᵀ + b)  →  gz = g where out > 0, dx = gz W, dW = gzᵀ x, db = Σ gz";
@@ -146,9 +159,10 @@ std::string_view linear_formula(Activation activation) {
   return "out = x Wᵀ + b  →  dx = g W, dW = gᵀ x, db = Σ g (over the rows)";
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+// linear, or with `dropout` linear_relu_dropout: the ReLU's output dropped in place, its backward
+// reading that output alone.
+Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation,
+                   const AfterDropout* dropout) {
   check_linear(x, weight, bias);
   const int64_t in = weight.size(1), out_features = weight.size(0);
   const bool bf16 = autocast_products(x, weight);
@@ -165,20 +179,30 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
     NoGradGuard no_grad;  // this node records the GELU with the product
     out = gelu(product);  // (..., out), with its bf16 copy under autocast
   }
+  if (dropout) {  // one pass over the ReLU's output, writing its bf16 copy under autocast
+    const bool bf16_copy = autocast_enabled() && out.dtype() == DType::f32;
+    const Tensor copy = apply_dropout_in_place(out, dropout->p, *dropout->gen, bf16_copy);
+    if (bf16_copy) attach_bf16_copy(out, copy);
+  }
   // A ReLU's backward reads its output; a GELU's its input z (and, recomputing z, the bias).
   Tensor activation_saved;
   if (activation == Activation::relu) activation_saved = out;
   if (activation == Activation::gelu) activation_saved = product;
-  record(out, {"LinearBackward", {.bf16 = bf16, .formula = linear_formula(activation)}}, {x, weight, bias},
-         {x_rows, w, activation_saved, activation == Activation::gelu ? bias : Tensor()},
-         [bf16, activation, in, out_features](const BackwardContext& c) {
-           // out = act(x @ Wᵀ + b)  →  gz = g · act′, dx = gz @ W, dW = gzᵀ @ x, db = Σ_rows gz
+  const double relu_scale = dropout ? dropout->scale : 1.0;
+  record(out,
+         {dropout ? "LinearReluDropoutBackward" : "LinearBackward",
+          {.bf16 = bf16, .formula = linear_formula(activation, dropout)}},
+         {x, weight, bias}, {x_rows, w, activation_saved, activation == Activation::gelu ? bias : Tensor()},
+         [bf16, activation, relu_scale, in, out_features](const BackwardContext& c) {
+           // out = act(x @ Wᵀ + b) (⊙ keep · scale after a ReLU and dropout)  →  gz = g · act′ (· scale where
+           // out > 0), dx = gz @ W, dW = gzᵀ @ x, db = Σ_rows gz
            AG_CHECK(!(bf16 && grad_enabled()),
                     "linear ran in bf16 (under AutocastGuard): its backward cannot be differentiated again "
                     "(create_graph); compute higher-order gradients in f32");
            const Tensor& x_rows = c.saved[0];  // (rows, in), bf16 under autocast
            const Tensor& w = c.saved[1];       // (out, in)
-           const auto [g_operand, bias_grad] = output_gradient(c, {x_rows.size(0), out_features}, activation, bf16);
+           const auto [g_operand, bias_grad] =
+               output_gradient(c, {x_rows.size(0), out_features}, activation, bf16, relu_scale);
            const auto product = [](const Tensor& a, const Tensor& b, bool ta) {
              return grad_enabled() ? matmul(a, b, ta, false) : matmul_forward(a, b, ta, false, 1.0);
            };
@@ -189,6 +213,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
            return grads;
          });
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  return linear_node(x, weight, bias, activation, nullptr);
+}
+
+Tensor linear_relu_dropout(const Tensor& x, const Tensor& weight, const Tensor& bias, double p, bool training,
+                           Generator& gen) {
+  AG_CHECK(p >= 0 && p <= 1, "linear_relu_dropout: expected a probability p in [0, 1], got {}", p);
+  if (!training || p == 0 || gen.torch() != nullptr)  // PyTorch's generator draws the mask alone
+    return dropout(linear(x, weight, bias, Activation::relu), p, training, gen);
+  const AfterDropout after{p, &gen, dropout_scale(x.dtype(), p, gen.style())};
+  return linear_node(x, weight, bias, Activation::relu, &after);
 }
 
 void register_matmul_ops(Registry& registry) {
@@ -237,6 +276,17 @@ void register_matmul_ops(Registry& registry) {
   for (const auto& set : linear_shapes) no_bias_shapes.push_back({set[0], set[1]});
   registry.add({"linear_no_bias", [](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, real_inputs(),
                 no_bias_shapes});
+  registry.add({.name = "linear_relu_dropout",
+                .fn =
+                    [](const std::vector<Tensor>& in) {
+                      Generator gen(5);  // the same mask on every call (every finite-difference probe)
+                      return linear_relu_dropout(in[0], in[1], in[2], 0.3, true, gen);
+                    },
+                .make_inputs = real_inputs(),
+                .shape_sets = linear_shapes,
+                .differs_from_pytorch =
+                    "dropout(relu(linear(x))) with attograd's Generator, which PyTorch's RNG cannot "
+                    "replay: the parity suite checks it against its composition"});
   registry.add({"matmul_tb", product(false, true), real_inputs(), tb_shapes});
   registry.add({"matmul_tatb", product(true, true), real_inputs(), tatb_shapes});
 }

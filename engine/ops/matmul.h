@@ -16,4 +16,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 // numbers as that composition, which is its reference.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Activation activation = Activation::none);
 
+// dropout(relu(x @ weightᵀ + bias), p, training, gen), a Transformer's feed-forward hidden layer, as one
+// op: the mask drawn and applied in one pass over the product's ReLU output, in place (with its bf16
+// copy under autocast), and no mask kept, since the backward reads the output alone: the ReLU passed
+// and the mask kept exactly where out > 0, so gz = g · 1/(1 − p) there. The same draws from gen and
+// the same numbers as that composition, its reference (a dropped element's gradient is +0 where the
+// composition's can be −0). PyTorch's generator, eval and p = 0 run the composition.
+Tensor linear_relu_dropout(const Tensor& x, const Tensor& weight, const Tensor& bias, double p, bool training,
+                           Generator& gen);
+
 }  // namespace ag

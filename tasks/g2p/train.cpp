@@ -173,9 +173,9 @@ void print_table(const std::vector<nn::EpochRecord>& history) {
 // width, F the feed-forward units, H the heads, V the phonemes. The step's peak is what the forward
 // leaves for the backward (counted with a live-bytes tally of the engine's allocations: the
 // backward frees saved tensors as fast as it makes gradients). Per encoder layer 10·S·D (q, k, v in
-// heads, the attention's output, dropout's masks, the residual sums and norms), 3·S·F (linear1's
-// output, dropout's mask and output) and 3·H·S² (the attention weights, dropout's mask and output);
-// per decoder layer the same over T, plus 5·T·D + 2·S·D + 3·H·T·S for the cross-attention; 2·(S +
+// heads, the attention's output, dropout's masks, the residual sums and norms), S·F (the
+// feed-forward's hidden layer, dropped in place: linear_relu_dropout) and 3·H·S² (the attention
+// weights, dropout's mask and output); per decoder layer the same over T, plus 5·T·D + 2·S·D + 3·H·T·S for the cross-attention; 2·(S +
 // T)·D for the embeddings, 3·T·V for the logits and their log-softmax. Decoding (validation, then
 // the test words, --beam rows per word) keeps the memory (S·D) and, per decoder layer, the memory's
 // keys and values (2·S·D) and the self-attention's growing cache (2·(S + max_extra)·D, copied once
@@ -198,8 +198,8 @@ tasks::MemoryEstimate memory_estimate(const G2POptions& o, const ModelConfig& c,
              H = static_cast<double>(c.transformer.nhead), V = static_cast<double>(c.target_vocab),
              Le = static_cast<double>(c.transformer.num_encoder_layers),
              Ld = static_cast<double>(c.transformer.num_decoder_layers);
-  const double encoder_layer = 10 * S * D + 3 * S * F + 3 * H * S * S;
-  const double decoder_layer = 15 * T * D + 2 * S * D + 3 * T * F + 3 * H * (T * T + T * S);
+  const double encoder_layer = 10 * S * D + S * F + 3 * H * S * S;
+  const double decoder_layer = 15 * T * D + 2 * S * D + T * F + 3 * H * (T * T + T * S);
   const double row = Le * encoder_layer + Ld * decoder_layer + 2 * (S + T) * D + 3 * T * V;
   return {.task = "g2p",
           .parameters = parameters,

@@ -15,6 +15,7 @@
 #include "engine/autograd.h"
 #include "engine/kernels/bf16.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
@@ -328,6 +329,65 @@ TEST(LinearOps, FusedEqualsTheCompositionUnderAutocast) {
     for (const bool with_bias : {true, false})
       for (const Activation activation : {Activation::none, Activation::relu, Activation::gelu})
         expect_linear_equals_composition(x_shape, x_shape.back() == 4 ? 5 : 72, with_bias, activation, true);
+}
+
+// linear_relu_dropout against its reference, dropout(linear(…, relu)), from generators seeded alike:
+// the same output, the same gradients of x, W and b (through a second Linear reading the output, as a
+// feed-forward's does: under autocast it reads the bf16 copy written in the dropout's pass), the same
+// draws taken; f64, f32 on the loops and on oneDNN, and autocast, p = 0.3 and p = 1.
+void expect_relu_dropout_equals_composition(const Shape& x_shape, bool with_bias, double p, DType dtype,
+                                            bool bf16 = false) {
+  const AutocastGuard autocast(bf16);
+  Generator gen(5);
+  const int64_t in = x_shape.back(), hidden = 72;
+  Tensor x = randn(x_shape, dtype, gen).requires_grad_();
+  Tensor w = randn({hidden, in}, dtype, gen).requires_grad_();
+  Tensor b = with_bias ? randn({hidden}, dtype, gen).requires_grad_() : Tensor();
+  const Tensor w2 = randn({5, hidden}, dtype, gen);
+  Shape out_shape = x_shape;
+  out_shape.back() = 5;
+  const Tensor u = randn(out_shape, dtype, gen);
+  std::vector<std::vector<double>> results[2];
+  for (const bool fused : {true, false}) {
+    Generator drops(11);
+    const Tensor h = fused ? linear_relu_dropout(x, w, b, p, true, drops)
+                           : dropout(linear(x, w, b, Activation::relu), p, true, drops);
+    sum(mul(linear(h, w2), u)).backward();
+    results[fused] = {h.to_vector(),
+                      x.grad().to_vector(),
+                      w.grad().to_vector(),
+                      with_bias ? b.grad().to_vector() : std::vector<double>(),
+                      {static_cast<double>(drops.state().counter)}};
+    for (Tensor* t : {&x, &w, &b})
+      if (t->defined()) t->set_grad({});
+  }
+  SCOPED_TRACE(fmt::format("x {} bias {} p {} {} bf16 {}", shape_str(x_shape), with_bias, p, dtype_name(dtype), bf16));
+  for (size_t t = 0; t < results[0].size(); ++t) EXPECT_EQ(results[1][t], results[0][t]) << "result " << t;
+}
+
+TEST(LinearOps, ReluDropoutEqualsTheComposition) {
+  for (const Shape& x_shape : {Shape{3, 4}, Shape{2, 64, 48}})
+    for (const bool with_bias : {true, false})
+      for (const double p : {0.3, 1.0})
+        for (const DType dtype : {DType::f32, DType::f64})
+          expect_relu_dropout_equals_composition(x_shape, with_bias, p, dtype);
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast case";
+  for (const bool with_bias : {true, false})
+    expect_relu_dropout_equals_composition({2, 64, 48}, with_bias, 0.3, DType::f32, true);
+}
+
+TEST(LinearOps, ReluDropoutErrors) {
+  Generator gen(1);
+  expect_error(
+      [&] {
+        linear_relu_dropout(zeros({2, 3}), zeros({4, 3}), {}, 1.5, true, gen);
+      },
+      {"linear_relu_dropout", "probability p in [0, 1]", "1.5"});
+  expect_error(
+      [&] {
+        linear_relu_dropout(zeros({2, 3}), zeros({4, 5}), {}, 0.5, true, gen);
+      },
+      {"linear", "(2,3)", "(4,5)"});
 }
 
 // No input features (in = 0): every output is the bias, as F.linear gives, and the gradients flow.
