@@ -83,6 +83,45 @@ bool streams(const AttentionOptions& o, const AttentionPlan& p) {
 
 }  // namespace
 
+namespace {
+
+// Whether every value of mask (T, S) is what `causal(value, j > i)` accepts for its place.
+template <typename T, typename Causal>
+bool every_place(const T* mask, int64_t queries, int64_t keys, Causal causal) {
+  for (int64_t i = 0; i < queries; ++i)
+    for (int64_t j = 0; j < keys; ++j)
+      if (!causal(mask[i * keys + j], j > i)) return false;
+  return true;
+}
+
+bool is_causal_mask(const Tensor& mask, int64_t queries, int64_t keys, DType dtype) {
+  const Shape& shape = mask.shape();
+  if (shape.size() < 2 || shape[shape.size() - 2] != queries || shape.back() != keys || mask.numel() != queries * keys)
+    return false;
+  if (mask.dtype() == DType::b8)
+    return every_place(mask.data<bool>(), queries, keys,
+                       [](bool takes_part, bool future) { return takes_part != future; });
+  if (mask.dtype() != dtype || (dtype != DType::f32 && dtype != DType::f64)) return false;
+  bool causal = false;
+  dispatch_floating(dtype, "scaled_dot_product_attention", [&]<typename F>() {
+    causal = every_place(mask.data<F>(), queries, keys, [](F value, bool future) {
+      return future ? value == -std::numeric_limits<F>::infinity() : value == 0;
+    });
+  });
+  return causal;
+}
+
+}  // namespace
+
+AttentionOptions causal_mask_as_flag(const AttentionOptions& o, const Shape& q, const Shape& k, DType dtype) {
+  if (!o.attn_mask.defined() || q.size() != 4 || k.size() != 4 || !is_causal_mask(o.attn_mask, q[2], k[2], dtype))
+    return o;
+  AttentionOptions causal = o;
+  causal.attn_mask = Tensor();
+  causal.is_causal = true;
+  return causal;
+}
+
 AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType dtype, const AttentionOptions& o) {
   AG_CHECK(k[0] == q[0] && v[0] == q[0] && k[1] == q[1] && v[1] == q[1] && k[3] == q[3] && v[2] == k[2],
            "scaled_dot_product_attention: expected q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv), got q {}, k {}, "
@@ -295,11 +334,13 @@ std::vector<Tensor> node_backward(const AttentionPlan& plan, const Tensor& grad,
                         : materialising_backward(plan, grad, saved, needs);
 }
 
-Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                                       Generator& gen) {
-  AG_CHECK(!o.merge_heads,
+Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionOptions& options, Generator& gen) {
+  AG_CHECK(!options.merge_heads,
            "scaled_dot_product_attention: merge_heads is for packed_self_attention and packed_cross_attention (merge "
            "this op's heads with merge_heads())");
+  const AttentionOptions o =
+      causal_mask_as_flag(options, q.shape(), k.shape(), q.dtype());  // Note [a causal attn_mask]
   const AttentionPlan plan = plan_attention(q, k, v, o);
   AttentionForward f = attention_forward(q, k, v, o, plan, gen);
   const std::array<Tensor, 3> inputs{q, k, v};

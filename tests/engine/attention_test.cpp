@@ -19,6 +19,7 @@
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/onednn.h"
 #include "engine/ops/arithmetic.h"
+#include "engine/ops/attention_node.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/mask.h"
 #include "engine/ops/matmul.h"
@@ -238,6 +239,64 @@ TEST(Attention, Bf16HeadKernelAsTheMaterialisingOneUnderAutocast) {
 TEST(Attention, Bf16HeadKernelFullyMaskedRowsAsMaterialising) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast here";
   expect_fully_masked_rows_as_materialising(9, 11, 16, DType::f32, true, 3e-2);
+}
+
+// Note [a causal attn_mask]: causal_mask(T)'s additive mask, or its b8 form, runs as is_causal: the
+// same output, weights and gradients, to the bit, through scaled_dot_product_attention and the packed
+// op, square or not, on both kernels; a mask one value away from it runs as given (its last query
+// loses key 0, or its score against it is shifted), and so differs.
+TEST(Attention, ACausalAttnMaskRunsAsIsCausal) {
+  for (const auto& [T, S] : {std::pair<int64_t, int64_t>{6, 6}, {4, 7}, {7, 4}})
+    for (const AttentionKernel kernel : {AttentionKernel::materialising, AttentionKernel::streaming}) {
+      Generator gen(3);
+      const Tensor q = randn({2, 2, T, 4}, DType::f64, gen).requires_grad_();
+      const Tensor k = randn({2, 2, S, 4}, DType::f64, gen).requires_grad_();
+      const Tensor v = randn({2, 2, S, 3}, DType::f64, gen).requires_grad_();
+      const Tensor u = randn({2, 2, T, 3}, DType::f64, gen);
+      const auto run = [&](AttentionOptions o) {
+        o.kernel = kernel;
+        o.need_weights = kernel == AttentionKernel::materialising;
+        for (const Tensor* t : {&q, &k, &v}) t->set_grad({});
+        const Attention a = scaled_dot_product_attention(q, k, v, o);
+        sum(mul(a.output, u)).backward();
+        return std::vector<std::vector<double>>{a.output.to_vector(),
+                                                o.need_weights ? a.weights.to_vector() : std::vector<double>(),
+                                                q.grad().to_vector(), k.grad().to_vector(), v.grad().to_vector()};
+      };
+      const auto causal_additive = [&] {
+        Tensor m = zeros({T, S}, DType::f64);
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = i + 1; j < S; ++j) m.set({i, j}, -INFINITY);
+        return m;
+      };
+      const Tensor additive = causal_additive();
+      Tensor takes_part = zeros({T, S}, DType::b8);
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j <= std::min(i, S - 1); ++j) takes_part.set({i, j}, 1);
+      SCOPED_TRACE(fmt::format("T {} S {} kernel {}", T, S, static_cast<int>(kernel)));
+      const auto taken_as_causal = [&](const Tensor& mask) {
+        const AttentionOptions o = causal_mask_as_flag({.attn_mask = mask}, q.shape(), k.shape(), DType::f64);
+        return o.is_causal && !o.attn_mask.defined();
+      };
+      EXPECT_TRUE(taken_as_causal(additive) && taken_as_causal(takes_part));
+      const auto flag = run(AttentionOptions{.is_causal = true});
+      EXPECT_EQ(run(AttentionOptions{.attn_mask = additive}), flag);
+      EXPECT_EQ(run(AttentionOptions{.attn_mask = reshape(additive, {1, 1, T, S})}), flag);
+      EXPECT_EQ(run(AttentionOptions{.attn_mask = takes_part}), flag);
+      Tensor hides_more = causal_additive(), shifted = causal_additive();
+      hides_more.set({T - 1, 0}, -INFINITY);
+      shifted.set({T - 1, 0}, -1.0);
+      EXPECT_FALSE(taken_as_causal(hides_more) || taken_as_causal(shifted));
+      EXPECT_NE(run(AttentionOptions{.attn_mask = hides_more})[0], flag[0]);
+      EXPECT_NE(run(AttentionOptions{.attn_mask = shifted})[0], flag[0]);
+    }
+  Generator gen(4);
+  const Tensor qkv = randn({2, 5, 12}, DType::f64, gen);
+  Tensor additive = zeros({5, 5}, DType::f64);
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = i + 1; j < 5; ++j) additive.set({i, j}, -INFINITY);
+  EXPECT_EQ(packed_self_attention(qkv, 2, {.attn_mask = additive}).output.to_vector(),
+            packed_self_attention(qkv, 2, {.is_causal = true}).output.to_vector());
 }
 
 TEST(Attention, ReturnsTheWeightsOnRequest) {
