@@ -196,16 +196,18 @@ Tensor additive_mask(const AttentionPlan& p, DType dtype, const Tensor& attn_mas
 // (B, H, T, 1) b8, true where a row's logsumexp lse (B, H, T) is -inf (every key masked);
 // undefined when there are none.
 Tensor rows_without_keys(const Tensor& lse) {
-  Tensor rows = zeros({lse.size(0), lse.size(1), lse.size(2), 1}, DType::b8);
-  bool any = false;
+  Tensor rows = empty({lse.size(0), lse.size(1), lse.size(2), 1}, DType::b8);
+  const int64_t count = lse.numel();
+  auto* hidden = reinterpret_cast<uint8_t*>(rows.data<bool>());  // bytes vectorise, bools do not
+  int64_t found = 0;
   dispatch_floating(lse.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
     const T* l = lse.data<T>();
-    for (int64_t row = 0; row < lse.numel(); ++row) {
-      rows.data<bool>()[row] = l[row] == -std::numeric_limits<T>::infinity();
-      any = any || rows.data<bool>()[row];
+    for (int64_t row = 0; row < count; ++row) {
+      hidden[row] = l[row] == -std::numeric_limits<T>::infinity();
+      found += hidden[row];
     }
   });
-  return any ? rows : Tensor();
+  return found > 0 ? rows : Tensor();
 }
 
 }  // namespace ag
