@@ -32,7 +32,8 @@ int64_t inner_dim(const Shape& a, const Shape& out) {
 double forward_flops(std::string_view name, const std::vector<Shape>& in, const Shape& out) {
   const auto out_numel = static_cast<double>(numel(out));
   if (name == "MatmulBackward" && in.size() == 2) return 2 * out_numel * static_cast<double>(inner_dim(in[0], out));
-  if (name == "LinearBackward" && in.size() >= 2) return 2 * out_numel * static_cast<double>(in[1].back());
+  if ((name == "LinearBackward" || name == "LinearReluDropoutBackward") && in.size() >= 2)
+    return 2 * out_numel * static_cast<double>(in[1].back());
   if (name == "ScaledDotProductAttentionBackward" && in.size() == 3 && in[0].size() == 4) {
     const double scores = static_cast<double>(in[0][0] * in[0][1] * in[0][2] * in[1][2]);  // B·H·T·S
     return 2 * scores * static_cast<double>(in[0][3] + in[2][3]);                          // q kᵀ and W v
