@@ -29,20 +29,21 @@ template <typename T>
     for (int64_t i = 0; i < n; ++i) mask[i] = kept(counter, i, kept_from) ? scale : T(0);
     return;
   }
-  if (apply->keep == nullptr) {  // in place, out == x: no keep mask
-    T* __restrict out = apply->out;
+  if (apply->keep == nullptr) {  // no keep mask; out may be x (in place): each element read before it is written
+    const T* x = apply->x;
+    T* out = apply->out;
     if constexpr (std::is_same_v<T, float>) {
       if (uint16_t* __restrict out_bf16 = apply->out_bf16) {
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) {
-          out[i] = out[i] * (kept(counter, i, kept_from) ? scale : T(0));
+          out[i] = x[i] * (kept(counter, i, kept_from) ? scale : T(0));
           out_bf16[i] = bf16_bits_from_f32(out[i]);
         }
         return;
       }
     }
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = out[i] * (kept(counter, i, kept_from) ? scale : T(0));
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * (kept(counter, i, kept_from) ? scale : T(0));
     return;
   }
   const T* __restrict x = apply->x;

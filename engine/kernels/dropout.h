@@ -17,8 +17,8 @@ namespace ag::kernels {
 // Given `apply`, the mask is used in the same pass instead of written: keep[i] = whether draw i is
 // kept, out[i] = x[i]·mask[i], plus residual[i] if residual is not null (rounded as the separate mul
 // and add would round it: no fused multiply-add), and out[i] rounded to bf16 in out_bf16[i] if that is
-// not null (f32 without a residual); `mask` may then be null. With out == x (in place) and no residual,
-// keep may be null: nothing but out (and out_bf16) is written.
+// not null (f32 without a residual); `mask` may then be null. Without a residual keep may be null:
+// nothing but out (and out_bf16) is written, and out may be x (in place).
 template <typename T>
 struct DropoutApply {
   const T* x;

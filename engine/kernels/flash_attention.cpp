@@ -643,9 +643,10 @@ struct QueryBlock {
   __mmask16 padding;
 };
 
-// Under a causal mask query i sees keys j <= i alone. So the queries from i0 on (a multiple of 16)
-// need the keys before keys_seen(i0 + 16 - 1) + 1, and the keys from j0 on meet the queries from
-// first_query(j0) on; the head's products skip the rest (product_by_row_blocks).
+// Under a causal mask query i sees the keys j <= i alone: the block of 16 queries from i0 sees the
+// keys before keys_seen(i0), and the block of 16 keys from j0 is seen by the queries from
+// first_query(j0) on (i0, j0 multiples of 16); the head's products skip the rest
+// (product_by_row_blocks).
 int64_t keys_seen(const FlashProblem<float>& p, const HeadSizes& z, int64_t i0) {
   return p.causal ? std::min(z.Sp, i0 + 16) : z.Sp;
 }

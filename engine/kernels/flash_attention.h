@@ -53,7 +53,8 @@ void flash_attention_backward(const FlashProblem<F>& p, const F* q, const F* k, 
 // operands laid out once per head as pairs; the weights are computed 16 queries at a time, a query per
 // lane and a key per vector, so a row's max and sum need no reduction across lanes. Under a causal mask the
 // products skip, 16 rows at a time, the terms the mask makes zero (a 64-query head does 10 of its 16
-// blocks). The same
+// blocks), so a NaN or infinity in a hidden key's k or v no longer reaches earlier queries through
+// 0 · NaN as it does in the materialising kernel (and in PyTorch's composition). The same
 // arithmetic as the materialising kernel's under autocast (f32 scores and softmax, the weights
 // rounded to bf16 for the products, f32 sums) in another order: equal to a few bf16 ulps.
 inline constexpr int64_t kBf16HeadMax = 64;

@@ -81,10 +81,6 @@ bool streams(const AttentionOptions& o, const AttentionPlan& p) {
   return attention_streams(p.T, p.S, o) || (o.kernel == AttentionKernel::automatic && bf16_head_kernel);
 }
 
-}  // namespace
-
-namespace {
-
 // Whether every value of mask (T, S) is what `causal(value, j > i)` accepts for its place.
 template <typename T, typename Causal>
 bool every_place(const T* mask, int64_t queries, int64_t keys, Causal causal) {

@@ -137,12 +137,10 @@ LinearOutputGradient output_gradient(const BackwardContext& c, const Shape& rows
   return {bf16 ? to(gz, DType::bf16) : gz, needs_bias ? sum(gz, {0}) : Tensor()};
 }
 
-// The ReLU's output after dropout (linear_relu_dropout): dropout's p and generator, and the scale
-// 1/(1 − p) of its kept elements.
+// The ReLU's output after dropout (linear_relu_dropout): dropout's p and generator.
 struct AfterDropout {
   double p;
   Generator* gen;
-  double scale;
 };
 
 std::string_view linear_formula(Activation activation, const AfterDropout* dropout) {
@@ -188,7 +186,8 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
   Tensor activation_saved;
   if (activation == Activation::relu) activation_saved = out;
   if (activation == Activation::gelu) activation_saved = product;
-  const double relu_scale = dropout ? dropout->scale : 1.0;
+  // what dropout scales a kept element of the output by, 1/(1 − p) in out's dtype
+  const double relu_scale = dropout ? dropout_scale(out.dtype(), dropout->p, dropout->gen->style()) : 1.0;
   record(out,
          {dropout ? "LinearReluDropoutBackward" : "LinearBackward",
           {.bf16 = bf16, .formula = linear_formula(activation, dropout)}},
@@ -226,7 +225,7 @@ Tensor linear_relu_dropout(const Tensor& x, const Tensor& weight, const Tensor& 
   AG_CHECK(p >= 0 && p <= 1, "linear_relu_dropout: expected a probability p in [0, 1], got {}", p);
   if (!training || p == 0 || gen.torch() != nullptr)  // PyTorch's generator draws the mask alone
     return dropout(linear(x, weight, bias, Activation::relu), p, training, gen);
-  const AfterDropout after{p, &gen, dropout_scale(x.dtype(), p, gen.style())};
+  const AfterDropout after{p, &gen};
   return linear_node(x, weight, bias, Activation::relu, &after);
 }
 

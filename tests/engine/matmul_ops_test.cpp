@@ -371,6 +371,13 @@ TEST(LinearOps, ReluDropoutEqualsTheComposition) {
       for (const double p : {0.3, 1.0})
         for (const DType dtype : {DType::f32, DType::f64})
           expect_relu_dropout_equals_composition(x_shape, with_bias, p, dtype);
+  {  // bf16 operands give an f32 output, which dropout scales by its f32 1/(1 − p)
+    Generator gen(2), a(3), b(3);
+    const Tensor x = to(randn({4, 8}, DType::f32, gen), DType::bf16),
+                 w = to(randn({6, 8}, DType::f32, gen), DType::bf16);
+    EXPECT_EQ(linear_relu_dropout(x, w, {}, 0.3, true, a).to_vector(),
+              dropout(linear(x, w, {}, Activation::relu), 0.3, true, b).to_vector());
+  }
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast case";
   for (const bool with_bias : {true, false})
     expect_relu_dropout_equals_composition({2, 64, 48}, with_bias, 0.3, DType::f32, true);
