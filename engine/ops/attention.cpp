@@ -109,16 +109,7 @@ bool is_causal_mask(const Tensor& mask, int64_t queries, int64_t keys, DType dty
 
 }  // namespace
 
-AttentionOptions causal_mask_as_flag(const AttentionOptions& o, const Shape& q, const Shape& k, DType dtype) {
-  if (!o.attn_mask.defined() || q.size() != 4 || k.size() != 4 || !is_causal_mask(o.attn_mask, q[2], k[2], dtype))
-    return o;
-  AttentionOptions causal = o;
-  causal.attn_mask = Tensor();
-  causal.is_causal = true;
-  return causal;
-}
-
-AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType dtype, const AttentionOptions& o) {
+AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType dtype, AttentionOptions& o) {
   AG_CHECK(k[0] == q[0] && v[0] == q[0] && k[1] == q[1] && v[1] == q[1] && k[3] == q[3] && v[2] == k[2],
            "scaled_dot_product_attention: expected q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv), got q {}, k {}, "
            "v {}",
@@ -128,9 +119,13 @@ AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType 
   AttentionPlan p;
   p.B = q[0], p.H = q[1], p.T = q[2], p.S = k[2], p.d = q[3];
   p.scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(p.d, 1)));
-  p.causal = o.is_causal;
   p.zero_masked_rows = o.masked_rows == MaskedRows::zero;
   check_masks(p, dtype, o.attn_mask, o.key_padding_mask);
+  if (o.attn_mask.defined() && is_causal_mask(o.attn_mask, p.T, p.S, dtype)) {  // Note [a causal attn_mask]
+    o.attn_mask = Tensor();
+    o.is_causal = true;
+  }
+  p.causal = o.is_causal;
   if (o.attn_mask.defined()) p.mask_strides = broadcast_strides(o.attn_mask.shape(), {p.B, p.H, p.T, p.S});
   p.dv = v[3];
   p.bf16 = autocast_enabled() && dtype == DType::f32;
@@ -140,7 +135,7 @@ AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType 
 
 namespace {
 
-AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+AttentionPlan plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions& o) {
   check_operand("q", q);
   check_operand("k", k);
   check_operand("v", v);
@@ -335,8 +330,7 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
   AG_CHECK(!options.merge_heads,
            "scaled_dot_product_attention: merge_heads is for packed_self_attention and packed_cross_attention (merge "
            "this op's heads with merge_heads())");
-  const AttentionOptions o =
-      causal_mask_as_flag(options, q.shape(), k.shape(), q.dtype());  // Note [a causal attn_mask]
+  AttentionOptions o = options;  // plan_attention may take its mask as is_causal
   const AttentionPlan plan = plan_attention(q, k, v, o);
   AttentionForward f = attention_forward(q, k, v, o, plan, gen);
   const std::array<Tensor, 3> inputs{q, k, v};

@@ -27,17 +27,17 @@ struct AttentionForward {
   std::vector<Tensor> saved;
 };
 
-// The plan of an attention over q (B, H, T, d), k (B, H, S, d) and v (B, H, S, dv) of one dtype.
-AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType dtype, const AttentionOptions& o);
-
+// The plan of an attention over q (B, H, T, d), k (B, H, S, d) and v (B, H, S, dv) of one dtype, the
+// shapes, dropout_p and masks checked. Then, by Note [a causal attn_mask], an attn_mask that is
+// exactly causal leaves `o` and the op runs as is_causal.
+//
 // Note [a causal attn_mask]
 // An attn_mask that is exactly the causal mask of the (T, S) scores — additive 0 where key j <= query
 // i and -inf where j > i (causal_mask(T): nn::Transformer's tgt_mask), or b8 true where j <= i — hides
 // what is_causal hides, and adding 0 changes no score: so the op runs with is_causal and without the
 // mask, the same numbers, and the kernels skip the hidden blocks instead of adding a mask to every
-// score. Returns the options to run with (`o` unchanged unless its mask is such, or shapes are wrong
-// for the checks to name). One pass over the (T, S) mask, stopping at the first other value.
-AttentionOptions causal_mask_as_flag(const AttentionOptions& o, const Shape& q, const Shape& k, DType dtype);
+// score. One pass over the (T, S) mask, stopping at the first other value.
+AttentionPlan plan_shapes(const Shape& q, const Shape& k, const Shape& v, DType dtype, AttentionOptions& o);
 
 // The forward by the kernel the plan chose.
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,

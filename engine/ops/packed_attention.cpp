@@ -155,8 +155,7 @@ AttentionForward merged_head_kernel_forward(const std::array<Tensor, 3>& heads, 
 Attention packed_attention(const std::vector<Tensor>& sources, const PackedLayout& layout,
                            const AttentionOptions& options, Generator& gen) {
   const Shape q_shape = heads_shape(sources.front(), layout), kv_shape = heads_shape(sources.back(), layout);
-  const AttentionOptions o =
-      causal_mask_as_flag(options, q_shape, kv_shape, sources.front().dtype());  // Note [a causal attn_mask]
+  AttentionOptions o = options;  // plan_shapes may take its mask as is_causal
   const AttentionPlan plan = plan_shapes(q_shape, kv_shape, kv_shape, sources.front().dtype(), o);
   // Under autocast the kernels' products read bf16 heads (bf16_heads): the split writes them.
   const DType dtype = bf16_heads(plan) ? DType::bf16 : sources.front().dtype();

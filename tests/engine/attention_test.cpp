@@ -275,7 +275,8 @@ TEST(Attention, ACausalAttnMaskRunsAsIsCausal) {
         for (int64_t j = 0; j <= std::min(i, S - 1); ++j) takes_part.set({i, j}, 1);
       SCOPED_TRACE(fmt::format("T {} S {} kernel {}", T, S, static_cast<int>(kernel)));
       const auto taken_as_causal = [&](const Tensor& mask) {
-        const AttentionOptions o = causal_mask_as_flag({.attn_mask = mask}, q.shape(), k.shape(), DType::f64);
+        AttentionOptions o{.attn_mask = mask};
+        plan_shapes(q.shape(), k.shape(), v.shape(), DType::f64, o);
         return o.is_causal && !o.attn_mask.defined();
       };
       EXPECT_TRUE(taken_as_causal(additive) && taken_as_causal(takes_part));
@@ -290,6 +291,12 @@ TEST(Attention, ACausalAttnMaskRunsAsIsCausal) {
       EXPECT_NE(run(AttentionOptions{.attn_mask = hides_more})[0], flag[0]);
       EXPECT_NE(run(AttentionOptions{.attn_mask = shifted})[0], flag[0]);
     }
+  // The mask is read only once the operands are checked: an undefined q is named, not dereferenced.
+  expect_error(
+      [] {
+        scaled_dot_product_attention(Tensor(), zeros({1, 1, 2, 2}), zeros({1, 1, 2, 2}), {.attn_mask = zeros({2, 2})});
+      },
+      {"scaled_dot_product_attention", "q"});
   Generator gen(4);
   const Tensor qkv = randn({2, 5, 12}, DType::f64, gen);
   Tensor additive = zeros({5, 5}, DType::f64);
