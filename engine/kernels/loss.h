@@ -1,11 +1,12 @@
 // The losses' kernels: an elementwise loss over two same-shape tensors, and cross-entropy's
-// rows. Accumulation in double, serial where it sums (the same bits at any thread count).
+// rows. Accumulation in double, in fixed chunks where it sums (the same bits at any thread count).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
 #include "engine/kernels/parallel.h"
+#include "engine/kernels/reduce.h"
 #include "engine/options.h"
 #include "engine/tensor.h"
 
@@ -25,8 +26,7 @@ Tensor elementwise_loss_kernel(std::string_view op, const Tensor& a, const Tenso
       parallel_for(n, 8, [&](int64_t i) { po[i] = static_cast<T>(f(double(pa[i]), double(pb[i]))); });
       return;
     }
-    double total = 0;  // serial: the same sum whatever the thread count
-    for (int64_t i = 0; i < n; ++i) total += f(double(pa[i]), double(pb[i]));
+    const double total = sum_in_chunks(n, 8, [&](int64_t i) { return f(double(pa[i]), double(pb[i])); });
     po[0] = static_cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
   });
   return out;

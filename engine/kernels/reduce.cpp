@@ -53,17 +53,15 @@ void split_among_ties(const T* px, int64_t n, T value, T* hot) {
   for (int64_t i = 0; i < n; ++i) hot[i] = tied(px[i]) ? T(1) / static_cast<T>(count) : T(0);
 }
 
-// Each of `rows` contiguous rows of `size` summed into out (times scale): rows cut into fixed
-// chunks whose sums add up in order, so that one long row (a loss, a full sum) is parallel too
-// without its result depending on the thread count.
+// Each of `rows` contiguous rows of `size` summed into out (times scale), each row as sum_in_chunks
+// adds it; the rows' chunks share one parallel region.
 template <typename T>
 void sum_rows(const T* px, int64_t rows, int64_t size, double scale, T* po) {
-  constexpr int64_t kChunk = 1 << 16;
-  const int64_t chunks = std::max<int64_t>(1, (size + kChunk - 1) / kChunk);  // per row
+  const int64_t chunks = std::max<int64_t>(1, (size + kSumChunk - 1) / kSumChunk);  // per row
   std::vector<double> partial(rows * chunks);
-  parallel_for(rows * chunks, std::min(size, kChunk), [&](int64_t c) {
-    const int64_t row = c / chunks, first = c % chunks * kChunk;
-    partial[c] = sum_in_lanes(px + row * size + first, std::min(size - first, kChunk), [](double v) { return v; });
+  parallel_for(rows * chunks, std::min(size, kSumChunk), [&](int64_t c) {
+    const int64_t row = c / chunks, first = c % chunks * kSumChunk;
+    partial[c] = sum_in_lanes(px + row * size + first, std::min(size - first, kSumChunk), [](double v) { return v; });
   });
   for (int64_t row = 0; row < rows; ++row) {
     double total = 0;

@@ -30,18 +30,41 @@ double lanes_total(const Lanes& v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-// Σ f(p[i]) over [0, n) in double, in eight lanes (lane l takes every eighth element from l)
-// added in a fixed order at the end: independent sums the compiler vectorises, and the same bits
-// on any machine and thread count.
-template <typename T, typename F>
-[[gnu::always_inline]] inline double sum_in_lanes(const T* p, int64_t n, F f) {
+// Σ term(i) over [0, n) in double, in eight lanes (lane l takes every eighth i from l) added in a
+// fixed order at the end: independent sums the compiler vectorises, and the same bits on any
+// machine and thread count.
+template <typename Term>
+[[gnu::always_inline]] inline double sum_terms_in_lanes(int64_t n, Term term) {
   constexpr int64_t kLanes = 8;
   double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += f(static_cast<double>(p[i + l]));
-  for (int64_t l = 0; i < n; ++i, ++l) lanes[l] += f(static_cast<double>(p[i]));
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
+  for (int64_t l = 0; i < n; ++i, ++l) lanes[l] += term(i);
   return lanes_total(lanes);
+}
+
+// Σ f(p[i]) over [0, n), as sum_terms_in_lanes adds.
+template <typename T, typename F>
+[[gnu::always_inline]] inline double sum_in_lanes(const T* p, int64_t n, F f) {
+  return sum_terms_in_lanes(n, [&](int64_t i) { return f(static_cast<double>(p[i])); });
+}
+
+// Σ term(i) over [0, n) in fixed chunks of kSumChunk, each added in lanes (sum_terms_in_lanes), the
+// chunks in parallel and their sums added in order: a long sum (a loss, a full sum) on every thread,
+// with the same bits at any thread count. cost_per_term: rough element-operations of one term.
+inline constexpr int64_t kSumChunk = 1 << 16;
+template <typename Term>
+double sum_in_chunks(int64_t n, int64_t cost_per_term, Term term) {
+  const int64_t chunks = std::max<int64_t>(1, (n + kSumChunk - 1) / kSumChunk);
+  std::vector<double> partial(chunks);
+  parallel_for(chunks, std::min(n, kSumChunk) * cost_per_term, [&](int64_t c) {
+    const int64_t first = c * kSumChunk;
+    partial[c] = sum_terms_in_lanes(std::min(n - first, kSumChunk), [&](int64_t i) { return term(first + i); });
+  });
+  double total = 0;
+  for (const double sum : partial) total += sum;
+  return total;
 }
 
 // Note [column sums in row blocks]

@@ -190,6 +190,27 @@ TEST(Loss, MseOfNothingIsNaNForMeanAndZeroForSum) {
   EXPECT_EQ(mse_loss(zeros({0}), zeros({0}), Reduction::sum).item(), 0.0);
 }
 
+// A long reduced loss sums in sum's fixed chunks on every thread: in f64 its bits are sum's over the
+// unreduced losses, the same at 1 and 2 threads, and within rounding of a long double sum.
+TEST(Loss, LongSumsAreSumsBitsAtAnyThreadCount) {
+  Generator gen(5);
+  const int64_t n = 3 * (int64_t{1} << 16) + 17;  // three whole chunks and a tail
+  const Tensor input = randn({n}, f64, gen), target = randn({n}, f64, gen);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const double one = mse_loss(input, target, Reduction::sum).item();
+  set_num_threads(2);
+  const double two = mse_loss(input, target, Reduction::sum).item();
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, sum(mse_loss(input, target, Reduction::none)).item());
+  long double reference = 0;
+  const std::vector<double> x = input.to_vector(), y = target.to_vector();
+  for (int64_t i = 0; i < n; ++i) reference += static_cast<long double>(x[i] - y[i]) * (x[i] - y[i]);
+  EXPECT_NEAR(one, static_cast<double>(reference), 1e-12 * static_cast<double>(reference));
+  EXPECT_EQ(mse_loss(input, target).item(), one / static_cast<double>(n));
+}
+
 TEST(Loss, BceWithLogitsMatchesTorch) {
   // F.binary_cross_entropy_with_logits(lg, tg, reduction=r) in float64.
   Tensor logits = tensor({0.5, -1.5, 2.0, -0.25}, {4}, f64).requires_grad_();
