@@ -13,6 +13,15 @@ namespace {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_from_f32(in[i]);
 }
 
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void to_bf16_rows(const float* __restrict in,
+                                                                                      int64_t in_stride,
+                                                                                      uint16_t* __restrict out,
+                                                                                      int64_t out_stride, int64_t rows,
+                                                                                      int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r, in += in_stride, out += out_stride)
+    for (int64_t i = 0; i < cols; ++i) out[i] = bf16_bits_from_f32(in[i]);
+}
+
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void to_f32_range(const uint16_t* in, float* out,
                                                                                       int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_from_bf16_bits(in[i]);
@@ -31,6 +40,11 @@ constexpr int64_t kChunk = 4096;  // elements per parallel work item
 
 void round_to_bf16(const float* in, BFloat16* out, int64_t n) {
   to_bf16_range(in, reinterpret_cast<uint16_t*>(out), n);
+}
+
+void round_rows_to_bf16(const float* in, int64_t in_stride, BFloat16* out, int64_t out_stride, int64_t rows,
+                        int64_t cols) {
+  to_bf16_rows(in, in_stride, reinterpret_cast<uint16_t*>(out), out_stride, rows, cols);
 }
 
 void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n) {

@@ -12,6 +12,10 @@ namespace ag {
 void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n);
 // The same rounding on the calling thread alone: for kernels already inside a parallel loop.
 void round_to_bf16(const float* in, BFloat16* out, int64_t n);
+// The same for `rows` rows of `cols` elements, in_stride and out_stride elements apart: one call for a
+// strided copy's run of short rows (a head split's), not one per row.
+void round_rows_to_bf16(const float* in, int64_t in_stride, BFloat16* out, int64_t out_stride, int64_t rows,
+                        int64_t cols);
 void convert_bf16_to_f32(const BFloat16* in, float* out, int64_t n);
 
 // a ⊙ b (f32, one shape) rounded to bf16 in one pass: to(mul(a, b), DType::bf16)'s bits, for a

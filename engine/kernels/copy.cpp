@@ -13,12 +13,13 @@ namespace ag {
 
 namespace {
 
-// The walk under every copy of a window: calls copy_row(s, d) with the storage offsets of each row
-// (along the last dim) of the `shape`-sized window `from` and of its place in `to`. Parallel over
-// ranges of rows; within a range the row's multi-index advances like an odometer (no division per
-// row).
-template <typename CopyRow>
-void for_each_row(const Window& from, const Window& to, const Shape& shape, CopyRow copy_row) {
+// The walk under every copy of a window: calls copy_rows(s, d, count, s_step, d_step) for each run
+// of `count` rows (along the last dim) of the `shape`-sized window `from` that lie along the dim
+// before the last: the first row's storage offsets in `from` and in its place in `to`, and how far
+// apart the rows are on each side. Parallel over ranges of rows; within a range the multi-index
+// advances like an odometer (no division per row).
+template <typename CopyRows>
+void for_each_row(const Window& from, const Window& to, const Shape& shape, CopyRows copy_rows) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
   const int64_t total = numel(shape);
   if (total == 0) return;
@@ -35,13 +36,13 @@ void for_each_row(const Window& from, const Window& to, const Shape& shape, Copy
     for (int64_t row = begin; row < end;) {
       if (ndim >= 2) {  // the rest of this run along dim ndim-2 without the odometer
         const int64_t k = ndim - 2, run = std::min(shape[k] - index[k], end - row);
-        for (int64_t r = 0; r < run; ++r) copy_row(s + r * from.strides[k], d + r * to.strides[k]);
+        copy_rows(s, d, run, from.strides[k], to.strides[k]);
         row += run;
         s += run * from.strides[k];
         d += run * to.strides[k];
         index[k] += run;
       } else {
-        copy_row(s, d);
+        copy_rows(s, d, 1, 0, 0);
         ++row;
       }
       for (int64_t k = ndim - 2; k >= 0; --k) {  // carry through the outer dims
@@ -72,11 +73,13 @@ void copy_window_bytes(const void* src, const Window& from, void* dst, const Win
   const bool contiguous_rows = src_step == 1 && dst_step == 1 && inner * Bytes >= 64;  // else a call costs more
   const auto* ps = static_cast<const Element*>(src);
   auto* pd = static_cast<Element*>(dst);
-  for_each_row(from, to, shape, [&](int64_t s, int64_t d) {
-    if (contiguous_rows) {
-      std::memcpy(pd + d, ps + s, inner * Bytes);
-    } else {
-      for (int64_t j = 0; j < inner; ++j) pd[d + j * dst_step] = ps[s + j * src_step];
+  for_each_row(from, to, shape, [&](int64_t s, int64_t d, int64_t count, int64_t s_step, int64_t d_step) {
+    for (int64_t r = 0; r < count; ++r, s += s_step, d += d_step) {
+      if (contiguous_rows) {
+        std::memcpy(pd + d, ps + s, inner * Bytes);
+      } else {
+        for (int64_t j = 0; j < inner; ++j) pd[d + j * dst_step] = ps[s + j * src_step];
+      }
     }
   });
 }
@@ -139,7 +142,9 @@ void copy_window_to_bf16(const Tensor& src, const Window& from, const Tensor& ds
            "copy_window_to_bf16: expected f32 rows into bf16 rows, both contiguous along the last dim");
   const float* ps = src.data<float>();
   BFloat16* pd = dst.data<BFloat16>();
-  for_each_row(from, to, shape, [&](int64_t s, int64_t d) { round_to_bf16(ps + s, pd + d, shape.back()); });
+  for_each_row(from, to, shape, [&](int64_t s, int64_t d, int64_t count, int64_t s_step, int64_t d_step) {
+    round_rows_to_bf16(ps + s, s_step, pd + d, d_step, count, shape.back());  // one call a run: a head's rows
+  });
 }
 
 // x with its dims reordered (out dim i is x's dim perm[i]), as a new contiguous tensor.

@@ -555,15 +555,14 @@ const uint16_t* padded(const uint16_t* src, int64_t rows, int64_t cols_in, int64
   return dst;
 }
 
-// src (rows, cols_in) f32, rows ld apart, rounded to bf16 (round_to_bf16) as a (rows_padded, cols)
+// src (rows, cols_in) f32, rows ld apart, rounded to bf16 (round_rows_to_bf16) as a (rows_padded, cols)
 // operand in dst, with zeros around.
 void bf16_operand(const float* src, int64_t ld, int64_t rows, int64_t cols_in, int64_t rows_padded, int64_t cols,
                   uint16_t* dst) {
-  for (int64_t r = 0; r < rows_padded; ++r) {
-    uint16_t* row = dst + r * cols;
-    if (r < rows) round_to_bf16(src + r * ld, reinterpret_cast<BFloat16*>(row), cols_in);
-    std::fill(row + (r < rows ? cols_in : 0), row + cols, uint16_t(0));
-  }
+  round_rows_to_bf16(src, ld, reinterpret_cast<BFloat16*>(dst), cols, rows, cols_in);
+  if (cols_in < cols)
+    for (int64_t r = 0; r < rows; ++r) std::fill(dst + r * cols + cols_in, dst + (r + 1) * cols, uint16_t(0));
+  std::fill(dst + rows * cols, dst + rows_padded * cols, uint16_t(0));
 }
 
 // (rows, cols) bf16 → (rows/2, cols) pairs of rows (row 2r's value, row 2r+1's), cols a multiple of 16.

@@ -13,8 +13,10 @@
 #include "engine/autograd.h"
 #include "engine/graph.h"
 #include "engine/inspect.h"
+#include "engine/kernels/copy.h"
 #include "engine/kernels/softmax.h"
 #include "engine/ops.h"
+#include "engine/threads.h"
 #include "nn/gpt.h"
 #include "tests/golden_util.h"
 #include "tests/test_util.h"
@@ -47,6 +49,31 @@ TEST(Bf16Conversion, MatchesPyTorchBitForBitSpecialsIncluded) {
       EXPECT_EQ(bf16_bits_from_f32(in.data<float>()[i]), expected[i]) << set << " element " << i << " (scalar)";
     }
   }
+}
+
+// A strided copy into bf16 rounds whole runs of short rows per call: the heads of one projection of
+// a packed (N, L, 3E) source, split (N, H, L, d) at 1 and 2 threads (ranges cutting runs), and a
+// 2-d and a 1-d window, give to(x, bf16)'s bits of the same elements.
+TEST(Bf16Conversion, StridedCopiesRoundAsTo) {
+  Generator gen(11);
+  const int64_t N = 3, L = 37, H = 4, d = 5, E = H * d;
+  const Tensor source = randn({N, L, 3 * E}, DType::f32, gen);
+  const Tensor k_heads = transpose(reshape(narrow(source, 2, E, E), {N, L, H, d}), 1, 2);  // (N, H, L, d)
+  const std::vector<uint16_t> expected = bits_of(to(k_heads, DType::bf16));
+  const int threads = get_num_threads();
+  for (const int t : {1, 2}) {
+    set_num_threads(t);
+    const Tensor out = empty({N, H, L, d}, DType::bf16);
+    copy_window_to_bf16(source, {E, {L * 3 * E, d, 3 * E, 1}}, out, whole(out), out.shape());
+    EXPECT_EQ(bits_of(out), expected) << t << " threads";
+  }
+  set_num_threads(threads);
+  const Tensor first = reshape(narrow(source, 0, 0, 1), {L, 3 * E});  // (L, 3E)
+  const Tensor rows = empty({L, 3}, DType::bf16), row = empty({7}, DType::bf16);
+  copy_window_to_bf16(source, {2, {3 * E, 1}}, rows, whole(rows), rows.shape());
+  EXPECT_EQ(bits_of(rows), bits_of(to(narrow(first, 1, 2, 3), DType::bf16)));
+  copy_window_to_bf16(source, {4, {1}}, row, whole(row), row.shape());
+  EXPECT_EQ(bits_of(row), bits_of(to(narrow(reshape(narrow(first, 0, 0, 1), {3 * E}), 0, 4, 7), DType::bf16)));
 }
 
 TEST(Bf16Conversion, WideningIsExactAndRoundTripsEveryPattern) {
