@@ -101,7 +101,10 @@ template <bool kRelu, bool kSums, typename Out>
                                                        Out* __restrict gz, double* __restrict sums, int64_t width,
                                                        float scale) {
   for (int64_t j = 0; j < width; ++j) {
-    const float v = kRelu ? (out[j] > 0 ? g[j] * scale : 0.0f) : g[j];
+    // g read whatever out is: read only where out > 0, its vector load waited on out's compare
+    // (a masked load, 3.5% of a bf16 Transformer step on the one relu layer's pass)
+    const float scaled = g[j] * scale;
+    const float v = kRelu ? (out[j] > 0 ? scaled : 0.0f) : g[j];
     if constexpr (kSums) sums[j] += v;
     if constexpr (std::is_same_v<Out, uint16_t>) gz[j] = bf16_bits_from_f32(v);
     if constexpr (std::is_same_v<Out, float>) gz[j] = v;
