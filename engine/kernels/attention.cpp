@@ -82,10 +82,11 @@ const uint16_t* bf16_bits(const Tensor& x) { return reinterpret_cast<const uint1
 
 }  // namespace
 
-Tensor bf16_head_attention_forward(const AttentionPlan& p, const AttentionTensors& t, const kernels::HeadsOut& out) {
+Tensor bf16_head_attention_forward(const AttentionPlan& p, const AttentionTensors& t, const kernels::HeadsOut& out,
+                                   const kernels::Bf16HeadsOut& out_bf16) {
   Tensor lse = empty({p.B, p.H, p.T}, DType::f32);  // (B, H, T)
   kernels::flash_attention_forward_bf16(flash_problem<float>(p, t.attn_mask, t.key_padding_mask), bf16_bits(t.q),
-                                        bf16_bits(t.k), bf16_bits(t.v), out, lse.data<float>());
+                                        bf16_bits(t.k), bf16_bits(t.v), out, lse.data<float>(), out_bf16);
   return lse;
 }
 

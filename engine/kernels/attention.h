@@ -42,8 +42,10 @@ bool bf16_head_kernel(const AttentionPlan& p);
 bool bf16_heads(const AttentionPlan& p);
 
 // The bf16 head kernel (bf16_head_kernel(p)) on bf16 heads t.q, t.k, t.v (contiguous): out written
-// where the HeadsOut say (contiguous heads, or merged); returns each query row's logsumexp (B, H, T).
-Tensor bf16_head_attention_forward(const AttentionPlan& p, const AttentionTensors& t, const kernels::HeadsOut& out);
+// where the HeadsOut say (contiguous heads, or merged), and its bf16 copy where out_bf16 says (if
+// anywhere); returns each query row's logsumexp (B, H, T).
+Tensor bf16_head_attention_forward(const AttentionPlan& p, const AttentionTensors& t, const kernels::HeadsOut& out,
+                                   const kernels::Bf16HeadsOut& out_bf16 = {});
 // Its backward from the forward's lse and the output's f32 gradient where dout says: dq, dk, dv
 // written where the HeadsOut say (null data: not asked for), contiguous heads or a packed
 // projection's gradient in place.

@@ -709,7 +709,7 @@ void key_scores(const FlashProblem<float>& p, const HeadSizes& z, const HeadOper
 
 [[AG_BF16_TARGET]] void head_forward_bf16(const FlashProblem<float>& p, const HeadSizes& z, int64_t bh,
                                           const uint16_t* q, const uint16_t* k, const uint16_t* v, float* out,
-                                          int64_t ld_out, float* lse, HeadScratch& w) {
+                                          uint16_t* out_bf16, int64_t ld_out, float* lse, HeadScratch& w) {
   const int64_t b = bh / p.H;
   const HeadOperands x = head_operands(z, q, k, v, nullptr, 0, w);
   pair_rows(x.v, z.Sp, z.dvp, w.v_rows.data());
@@ -756,6 +756,7 @@ void key_scores(const FlashProblem<float>& p, const HeadSizes& z, const HeadOper
     else
       for (int64_t c = 0; c < z.dv; ++c) row[c] = product[c] * inverses[i];
   }
+  if (out_bf16 != nullptr) round_rows_to_bf16(out, ld_out, reinterpret_cast<BFloat16*>(out_bf16), ld_out, z.T, z.dv);
 }
 
 // out (rows, cols), rows ld apart, = scale · product (rows, cols_padded): the product's rows cut to
@@ -893,11 +894,15 @@ bool bf16_heads_fit(int64_t T, int64_t S, int64_t d, int64_t dv) {
 }
 
 void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                  const HeadsOut& out, float* lse) {
+                                  const HeadsOut& out, float* lse, const Bf16HeadsOut& out_bf16) {
+  AG_CHECK(
+      out_bf16.data == nullptr || (out_bf16.batch == out.batch && out_bf16.head == out.head && out_bf16.row == out.row),
+      "flash_attention_forward_bf16: the output's bf16 copy must be laid out as the output");
   const HeadSizes z = head_sizes(p);
   for_each_task(p.B * p.H, z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
-    head_forward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, out.at(bh / p.H, bh % p.H),
-                      out.row, lse + bh * p.T, thread_scratch());
+    const int64_t b = bh / p.H, h = bh % p.H;
+    head_forward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, out.at(b, h),
+                      out_bf16.data ? out_bf16.at(b, h) : nullptr, out.row, lse + bh * p.T, thread_scratch());
   });
 }
 

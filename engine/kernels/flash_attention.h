@@ -71,6 +71,7 @@ struct HeadRows {
 };
 using HeadsIn = HeadRows<const float*>;
 using HeadsOut = HeadRows<float*>;
+using Bf16HeadsOut = HeadRows<uint16_t*>;  // an f32 output's bf16 copy, laid out as the output
 template <typename P>
 HeadRows<P> contiguous_heads(P data, int64_t H, int64_t L, int64_t width) {
   return {data, H * L * width, L * width, width};
@@ -79,9 +80,10 @@ template <typename P>
 HeadRows<P> merged_heads(P data, int64_t H, int64_t L, int64_t width) {
   return {data, L * H * width, width, H * width};
 }
-// out (where HeadsOut say) and lse (B, H, T) as flash_attention_forward gives them, from bf16 q, k, v.
+// out (where HeadsOut say) and lse (B, H, T) as flash_attention_forward gives them, from bf16 q, k, v;
+// with out_bf16's data, also out rounded to bf16 there (the next product's operand), in the same pass.
 void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                  const HeadsOut& out, float* lse);
+                                  const HeadsOut& out, float* lse, const Bf16HeadsOut& out_bf16 = {});
 // dq, dk, dv (f32, where HeadsOut say) from bf16 q, k, v, the output's f32 gradient dout (where
 // HeadsIn says; rounded to bf16 as the kernel lays each head out) and the forward's lse.
 void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t* q, const uint16_t* k,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/copy.h"
@@ -139,14 +140,18 @@ std::vector<Tensor> packed_backward(const AttentionPlan& plan, const PackedLayou
   return grads;
 }
 
-// The bf16 head kernel's forward with its output written merged, (N, T, E): what the node saves is
-// the streaming node's (the output itself is not needed by this kernel's backward).
+// The bf16 head kernel's forward with its output written merged, (N, T, E), and with its bf16 copy,
+// out_proj's operand under autocast (attach_bf16_copy), in the same pass: what the node saves is the
+// streaming node's (the output itself is not needed by this kernel's backward).
 AttentionForward merged_head_kernel_forward(const std::array<Tensor, 3>& heads, const AttentionOptions& o,
                                             const AttentionPlan& plan, const PackedLayout& layout) {
   Tensor out = empty({plan.B, plan.T, layout.E}, DType::f32);  // (N, T, E)
+  const Tensor out_bf16 = empty(out.shape(), DType::bf16);     // (N, T, E)
   const Tensor lse = bf16_head_attention_forward(
       plan, {heads[0], heads[1], heads[2], o.attn_mask, o.key_padding_mask},
-      kernels::merged_heads(out.data<float>(), layout.heads, plan.T, plan.dv));  // (N, H, T)
+      kernels::merged_heads(out.data<float>(), layout.heads, plan.T, plan.dv),
+      kernels::merged_heads(&out_bf16.data<BFloat16>()->bits, layout.heads, plan.T, plan.dv));  // (N, H, T)
+  attach_bf16_copy(out, out_bf16);
   return {out,
           Tensor(),
           {heads[0], heads[1], heads[2], o.attn_mask, o.key_padding_mask, Tensor(), lse, Tensor(), Tensor()}};

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -568,6 +569,27 @@ TEST(PackedAttention, DroppedWeightsRoundedInOnePassUnderAutocast) {
     }
     EXPECT_EQ(results[0], results[2]) << "output, padded " << padded;
     EXPECT_EQ(results[1], results[3]) << "gradient, padded " << padded;
+  }
+}
+
+// Under autocast the bf16 head kernel's merged output carries its bf16 copy, written in the kernel's
+// pass: what out_proj's product reads (autocast_operand takes it), with to(out, bf16)'s bits, rows
+// without keys (NaN or zero) included.
+TEST(PackedAttention, MergedOutputCarriesItsBf16CopyUnderAutocast) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16 (lscpu flag avx512_bf16): no autocast here";
+  for (const MaskedRows rows : {MaskedRows::nan, MaskedRows::zero}) {
+    Generator gen(12);
+    const Tensor qkv = randn({2, 16, 3 * 32}, DType::f32, gen);
+    Tensor padding = zeros({2, 16}, DType::b8);  // (N, S): all of the second sequence's keys hidden
+    for (int64_t j = 0; j < 16; ++j) padding.set({1, j}, 1);
+    const AttentionOptions o{.key_padding_mask = padding, .masked_rows = rows, .merge_heads = true};
+    const AutocastGuard autocast;
+    const Tensor out = packed_self_attention(qkv, kHeads, o).output;  // (N, T, E)
+    ASSERT_NE(out.impl()->bf16_copy, nullptr) << "no copy attached";
+    const Tensor copy = autocast_operand(out);
+    EXPECT_EQ(copy.impl(), out.impl()->bf16_copy.get());
+    const Tensor rounded = to(out, DType::bf16);
+    EXPECT_EQ(std::memcmp(copy.raw_data(), rounded.raw_data(), 2 * out.numel()), 0);
   }
 }
 
