@@ -27,12 +27,13 @@ int64_t inner_dim(const Shape& a, const Shape& out) {
 }
 
 // The FLOPs of one forward of a product node (2 per multiply-add), from its inputs' shapes and its
-// output's: matmul, linear (x, weight, bias) and attention (q, k, v, or the packed projections). 0 for
-// every other op.
+// output's: matmul, linear (x, weight, bias, and linear_add's residual) and attention (q, k, v, or the packed
+// projections). 0 for every other op.
 double forward_flops(std::string_view name, const std::vector<Shape>& in, const Shape& out) {
   const auto out_numel = static_cast<double>(numel(out));
   if (name == "MatmulBackward" && in.size() == 2) return 2 * out_numel * static_cast<double>(inner_dim(in[0], out));
-  if ((name == "LinearBackward" || name == "LinearReluDropoutBackward") && in.size() >= 2)
+  if ((name == "LinearBackward" || name == "LinearReluDropoutBackward" || name == "LinearAddBackward") &&
+      in.size() >= 2)
     return 2 * out_numel * static_cast<double>(in[1].back());
   if (name == "ScaledDotProductAttentionBackward" && in.size() == 3 && in[0].size() == 4) {
     const double scores = static_cast<double>(in[0][0] * in[0][1] * in[0][2] * in[1][2]);  // B·H·T·S

@@ -57,7 +57,20 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen
   init_linear(*c_proj, residual_std(config), gen);
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* cached_keys, Tensor* cached_values) {
+namespace {
+
+// residual + dropout(c_proj(h)), or without a residual dropout(c_proj(h)): the add in c_proj's product
+// where dropout is inactive (eval, p = 0), the same numbers as the add after it.
+Tensor project_and_add(Linear& c_proj, const Tensor& h, const Tensor& residual, double p, bool training) {
+  if (!residual.defined()) return ag::dropout(c_proj(h), p, training);
+  if (!training || p == 0) return c_proj.forward_add(h, residual);
+  return add(residual, ag::dropout(c_proj(h), p, training));
+}
+
+}  // namespace
+
+Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* cached_keys, Tensor* cached_values,
+                                    const Tensor& residual) {
   return call([&] {
     const double p = is_training() ? dropout : 0.0;
     // q, k, v = c_attn(x).split(C, dim=2), each in heads (B, nh, T, hs): packed_self_attention splits them
@@ -66,7 +79,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* cached_keys, Tensor
         cached_keys
             ? merge_heads(attend_cached(qkv, *cached_keys, *cached_values, p))  // (B, nh, T, hs) → (B, T, C)
             : packed_self_attention(qkv, n_head, {.is_causal = true, .dropout_p = p, .merge_heads = true}).output;
-    return ag::dropout((*c_proj)(merged), dropout, is_training());
+    return project_and_add(*c_proj, merged, residual, dropout, is_training());
   });
 }
 
@@ -97,9 +110,15 @@ MLP::MLP(const GPTConfig& config, Generator& gen) : dropout(config.dropout) {
   init_linear(*c_proj, residual_std(config), gen);
 }
 
-Tensor MLP::forward(const Tensor& x) {
+Tensor MLP::forward(const Tensor& x) { return output(x, Tensor()); }
+
+Tensor MLP::forward_add(const Tensor& x, const Tensor& residual) {
+  return call([&] { return output(x, residual); });
+}
+
+Tensor MLP::output(const Tensor& x, const Tensor& residual) {
   const Tensor hidden = c_fc->forward_activated(x, Activation::gelu);  // gelu(c_fc(x)): one op, one backward pass
-  return ag::dropout((*c_proj)(hidden), dropout, is_training());
+  return project_and_add(*c_proj, hidden, residual, dropout, is_training());
 }
 
 Block::Block(const GPTConfig& config, Generator& gen) {
@@ -111,8 +130,9 @@ Block::Block(const GPTConfig& config, Generator& gen) {
 
 Tensor Block::forward(const Tensor& x, Tensor* cached_keys, Tensor* cached_values) {
   return call([&] {
-    const Tensor after_attention = add(x, attn->forward((*ln_1)(x), cached_keys, cached_values));  // (B, T, C)
-    return add(after_attention, (*mlp)((*ln_2)(after_attention)));
+    // x + attn(ln_1(x)), then + mlp(ln_2(·)): each add in its c_proj's product where it can be
+    const Tensor after_attention = attn->forward((*ln_1)(x), cached_keys, cached_values, x);  // (B, T, C)
+    return mlp->forward_add((*ln_2)(after_attention), after_attention);
   });
 }
 

@@ -37,7 +37,10 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const GPTConfig& config, Generator& gen);
   // x (B, T, C) → (B, T, C). With `cached_keys/values` (inference): either they are empty and T
   // tokens are attended causally, or they hold earlier positions and T is 1; they are extended.
-  Tensor forward(const Tensor& x, Tensor* cached_keys = nullptr, Tensor* cached_values = nullptr);
+  // With residual: residual + the attention's output, the add in c_proj's product where dropout is
+  // inactive (linear_add).
+  Tensor forward(const Tensor& x, Tensor* cached_keys = nullptr, Tensor* cached_values = nullptr,
+                 const Tensor& residual = {});
   std::string type_name() const override { return "CausalSelfAttention"; }
 
   int64_t n_head;
@@ -53,10 +56,16 @@ class MLP : public UnaryModule {
  public:
   MLP(const GPTConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;  // c_proj(gelu(c_fc(x))), dropout
+  // residual + forward(x), the add in c_proj's product where dropout is inactive (linear_add), in this
+  // module's scope.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   std::string type_name() const override { return "MLP"; }
 
   double dropout;
   std::shared_ptr<Linear> c_fc, c_proj;
+
+ private:
+  Tensor output(const Tensor& x, const Tensor& residual);  // forward's body (no scope or hooks of its own)
 };
 
 class Block : public Module {

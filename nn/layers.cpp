@@ -68,6 +68,13 @@ Tensor Linear::forward_relu_dropout(const Tensor& x, const Dropout& dropout) {
   });
 }
 
+Tensor Linear::forward_add(const Tensor& x, const Tensor& residual) {
+  return call([&] {
+    check_linear_input(x, weight);
+    return linear_add(x, weight, bias, residual);
+  });
+}
+
 std::string Linear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0),
                      bias.defined() ? "True" : "False");

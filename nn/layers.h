@@ -30,6 +30,9 @@ class Linear : public UnaryModule {
   // place, no mask kept), with `dropout`'s p, mode and generator, in this module's scope; its forward
   // hooks see the dropped output (the Dropout module's are not run, as add_dropout's callers skip them).
   Tensor forward_relu_dropout(const Tensor& x, const Dropout& dropout);
+  // residual + this(x) as one op (linear_add in engine/ops/matmul.h: the add in the product's
+  // epilogue), in this module's scope; its forward hooks see the sum.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
 

@@ -45,12 +45,19 @@ void check_masks(const TransformerMasks& m, int64_t N, int64_t S, int64_t T) {
 
 // x + dropout(sublayer_out), then LayerNorm: the post-norm residual of every sublayer (the mask
 // applied in the add's pass).
-Tensor add_and_norm(const Tensor& x, const Tensor& sublayer_out, Dropout& dropout, LayerNorm& norm) {
-  return norm(add_dropout(x, sublayer_out, dropout.p, dropout.is_training(), dropout.generator()));
+// norm(x + dropout(sublayer)): sublayer(residual) computes the sublayer's output, plus the residual
+// when given one, added in its last product (linear_add); it is given x where dropout is inactive
+// (eval, p = 0), the same numbers as the add after it.
+template <typename Sublayer>
+Tensor add_and_norm(const Tensor& x, Sublayer&& sublayer, Dropout& dropout, LayerNorm& norm) {
+  if (!dropout.is_training() || dropout.p == 0) return norm(sublayer(x));
+  return norm(add_dropout(x, sublayer(Tensor()), dropout.p, true, dropout.generator()));
 }
 
-Tensor feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2) {
-  return linear2(linear1.forward_relu_dropout(x, dropout));  // linear2(dropout(relu(linear1(x)))): one op
+// linear2(dropout(relu(linear1(x)))), the first two as one op; plus the residual if given one.
+Tensor feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2, const Tensor& residual) {
+  const Tensor hidden = linear1.forward_relu_dropout(x, dropout);
+  return residual.defined() ? linear2.forward_add(hidden, residual) : linear2(hidden);
 }
 
 }  // namespace
@@ -108,11 +115,13 @@ Tensor PackedMultiheadAttention::project(const Tensor& x, int64_t which) const {
 }
 
 Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                         const Tensor& key_padding_mask, const Tensor& attn_mask) {
+                                         const Tensor& key_padding_mask, const Tensor& attn_mask,
+                                         const Tensor& residual) {
   AG_CHECK(key.defined() && value.defined() && key.dim() == 3 && value.dim() == 3 && key.size(1) == value.size(1),
            "MultiheadAttention: expected key and value (N, S, E) of one length, got {} and {}", shape_or_undefined(key),
            shape_or_undefined(value));
-  if (key.impl() != value.impl()) return attend(query, project(key, 1), project(value, 2), key_padding_mask, attn_mask);
+  if (key.impl() != value.impl())
+    return attend(query, project(key, 1), project(value, 2), key_padding_mask, attn_mask, residual);
   // One product per projection group: self-attention's q, k and v against in_proj_weight (3E, E);
   // cross-attention's q against its first E rows, and the memory's k and v against the other 2E.
   check_input(query);
@@ -123,12 +132,12 @@ Tensor PackedMultiheadAttention::forward(const Tensor& query, const Tensor& key,
   o.merge_heads = true;  // the output as out_proj reads it, (N, T, E)
   if (query.impl() == key.impl()) {
     const Tensor qkv = linear(query, in_proj_weight, in_proj_bias);  // (N, L, 3E)
-    return output(packed_self_attention(qkv, num_heads, o, *gen_));
+    return output(packed_self_attention(qkv, num_heads, o, *gen_), residual);
   }
   const int64_t E = in_proj_bias.size(0) / 3;
   const Tensor q = linear(query, slice(in_proj_weight, 0, 0, E), slice(in_proj_bias, 0, 0, E));         // (N, T, E)
   const Tensor kv = linear(key, slice(in_proj_weight, 0, E, 3 * E), slice(in_proj_bias, 0, E, 3 * E));  // (N, S, 2E)
-  return output(packed_cross_attention(q, kv, num_heads, o, *gen_));
+  return output(packed_cross_attention(q, kv, num_heads, o, *gen_), residual);
 }
 
 AttentionOptions PackedMultiheadAttention::options(int64_t N, int64_t T, int64_t S, const Tensor& key_padding_mask,
@@ -143,14 +152,16 @@ AttentionOptions PackedMultiheadAttention::options(int64_t N, int64_t T, int64_t
   return o;
 }
 
-// The heads' output merged (N, T, E) through out_proj; keeps the weights (eval mode).
-Tensor PackedMultiheadAttention::output(const Attention& attention) {
+// The heads' output merged (N, T, E) through out_proj, plus the residual if given one (added in
+// out_proj's product); keeps the weights (eval mode).
+Tensor PackedMultiheadAttention::output(const Attention& attention, const Tensor& residual) {
   weights_ = attention.weights;
-  return (*out_proj)(attention.output);
+  return residual.defined() ? out_proj->forward_add(attention.output, residual) : (*out_proj)(attention.output);
 }
 
 Tensor PackedMultiheadAttention::attend(const Tensor& query, const Tensor& k, const Tensor& v,
-                                        const Tensor& key_padding_mask, const Tensor& attn_mask) {
+                                        const Tensor& key_padding_mask, const Tensor& attn_mask,
+                                        const Tensor& residual) {
   Tensor q = project(query, 0);  // (N, H, T, Dh)
   AG_CHECK(k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) && k.size(2) == v.size(2),
            "MultiheadAttention: query {}, keys {} and values {} must share the batch size, keys and values the length",
@@ -158,7 +169,7 @@ Tensor PackedMultiheadAttention::attend(const Tensor& query, const Tensor& k, co
   const AttentionOptions o = options(q.size(0), q.size(2), k.size(2), key_padding_mask, attn_mask);
   Attention attention = scaled_dot_product_attention(q, k, v, o, *gen_);
   attention.output = merge_heads(attention.output);  // (N, H, T, Dh) → (N, T, E)
-  return output(attention);
+  return output(attention, residual);
 }
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& gen) {
@@ -174,8 +185,12 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask) {
-  Tensor x = add_and_norm(src, (*self_attn)(src, src, src, src_key_padding_mask, src_mask), *dropout1, *norm1);
-  return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout2, *norm2);
+  const auto attention = [&](const Tensor& r) {
+    return (*self_attn)(src, src, src, src_key_padding_mask, src_mask, r);
+  };
+  Tensor x = add_and_norm(src, attention, *dropout1, *norm1);
+  return add_and_norm(
+      x, [&](const Tensor& r) { return feed_forward(x, *linear1, *dropout, *linear2, r); }, *dropout2, *norm2);
 }
 
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& o, Generator& gen) {
@@ -197,10 +212,16 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                                         const Tensor& memory_key_padding_mask) {
-  Tensor x = add_and_norm(tgt, (*self_attn)(tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask), *dropout1, *norm1);
-  Tensor cross = (*multihead_attn)(x, memory, memory, memory_key_padding_mask, memory_mask);  // (N, T, E)
+  const auto attention = [&](const Tensor& r) {
+    return (*self_attn)(tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask, r);
+  };
+  Tensor x = add_and_norm(tgt, attention, *dropout1, *norm1);
+  const auto cross = [&](const Tensor& r) {  // (N, T, E)
+    return (*multihead_attn)(x, memory, memory, memory_key_padding_mask, memory_mask, r);
+  };
   x = add_and_norm(x, cross, *dropout2, *norm2);
-  return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout3, *norm3);
+  return add_and_norm(
+      x, [&](const Tensor& r) { return feed_forward(x, *linear1, *dropout, *linear2, r); }, *dropout3, *norm3);
 }
 
 Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, DecoderLayerCache& cache,
@@ -210,10 +231,16 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, DecoderLayerCach
   };
   cache.self_keys = extend(cache.self_keys, self_attn->project(tgt, 1));
   cache.self_values = extend(cache.self_values, self_attn->project(tgt, 2));
-  Tensor x = add_and_norm(tgt, self_attn->attend(tgt, cache.self_keys, cache.self_values), *dropout1, *norm1);
-  Tensor cross = multihead_attn->attend(x, cache.memory_keys, cache.memory_values, memory_key_padding_mask);
+  const auto attention = [&](const Tensor& r) {
+    return self_attn->attend(tgt, cache.self_keys, cache.self_values, {}, {}, r);
+  };
+  Tensor x = add_and_norm(tgt, attention, *dropout1, *norm1);
+  const auto cross = [&](const Tensor& r) {
+    return multihead_attn->attend(x, cache.memory_keys, cache.memory_values, memory_key_padding_mask, {}, r);
+  };
   x = add_and_norm(x, cross, *dropout2, *norm2);  // (N, 1, E)
-  return add_and_norm(x, feed_forward(x, *linear1, *dropout, *linear2), *dropout3, *norm3);
+  return add_and_norm(
+      x, [&](const Tensor& r) { return feed_forward(x, *linear1, *dropout, *linear2, r); }, *dropout3, *norm3);
 }
 
 int64_t DecoderCache::length() const {

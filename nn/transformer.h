@@ -43,8 +43,9 @@ class PackedMultiheadAttention : public Callable<PackedMultiheadAttention> {
   // query (N, T, E), key and value (N, S, E) → (N, T, E). Self-attention (query, key and value one
   // tensor) projects with one product against in_proj_weight, cross-attention (key and value one
   // tensor) its key and value with one: engine's packed_self_attention / packed_cross_attention.
+  // With residual (N, T, E): residual + the output, the add in out_proj's product (linear_add).
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = {},
-                 const Tensor& attn_mask = {});
+                 const Tensor& attn_mask = {}, const Tensor& residual = {});
   std::string type_name() const override { return "MultiheadAttention"; }
 
   // The last forward's weights (N, H, T, S), detached, in eval mode; undefined after a training forward,
@@ -57,7 +58,7 @@ class PackedMultiheadAttention : public Callable<PackedMultiheadAttention> {
   // The attention of query (N, T, E) over keys and values already projected (N, H, S, E/H): forward's
   // second half, which decoding with a cache calls directly → (N, T, E).
   Tensor attend(const Tensor& query, const Tensor& keys, const Tensor& values, const Tensor& key_padding_mask = {},
-                const Tensor& attn_mask = {});
+                const Tensor& attn_mask = {}, const Tensor& residual = {});
 
   Tensor in_proj_weight;
   Tensor in_proj_bias;
@@ -70,7 +71,7 @@ class PackedMultiheadAttention : public Callable<PackedMultiheadAttention> {
   void check_input(const Tensor& x) const;  // (N, L, E)
   AttentionOptions options(int64_t N, int64_t T, int64_t S, const Tensor& key_padding_mask,
                            const Tensor& attn_mask) const;
-  Tensor output(const Attention& attention);
+  Tensor output(const Attention& attention, const Tensor& residual);
 
   // W_q, W_k, W_v (which 0, 1, 2) and their biases without grad mode (decoding): sliced once per
   // version of in_proj_weight and in_proj_bias, not at every step (a slice is a copy, and under

@@ -72,18 +72,24 @@ inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc
 // dst = relu?(src @ weights + bias): a Linear layer's product with its epilogue, the bias (1, N)
 // f32 added to the f32 accumulator and the ReLU as an eltwise post-op. src and weights f32, or
 // both bf16, dst f32.
+// The residual's argument: the binary post-op's second source (after a ReLU's eltwise when there is one).
+inline int linear_residual_arg(bool relu) { return DNNL_ARG_ATTR_MULTIPLE_POST_OP(relu ? 1 : 0) | DNNL_ARG_SRC_1; }
+
+// dst = relu?(src @ weights + bias) (+ residual, a tensor of dst's shape added in the epilogue, when
+// its desc is not zero).
 inline Built make_linear(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
-                         const dnnl::memory::desc& bias, const dnnl::memory::desc& dst, bool relu) {
+                         const dnnl::memory::desc& bias, const dnnl::memory::desc& dst, bool relu,
+                         const dnnl::memory::desc& residual = {}) {
   dnnl::primitive_attr attr = caller_scratchpad();
-  if (relu) {
-    dnnl::post_ops post_ops;
-    post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(post_ops);
-  }
+  dnnl::post_ops post_ops;
+  if (relu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (!residual.is_zero()) post_ops.append_binary(dnnl::algorithm::binary_add, residual);
+  attr.set_post_ops(post_ops);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, bias, dst), attr, cpu_engine());
   std::vector<std::pair<int, dnnl::memory::desc>> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
   if (!bias.is_zero()) args.emplace_back(DNNL_ARG_BIAS, bias);
+  if (!residual.is_zero()) args.emplace_back(linear_residual_arg(relu), residual);
   return built_from<dnnl::matmul>(pd, std::move(args));
 }
 

@@ -19,48 +19,55 @@ namespace ag {
 
 namespace {
 
-// out (rows, N) = relu?(x (rows, K) @ wᵀ + bias) on oneDNN, w stored (N, K), x and out contiguous
-// rows; false if oneDNN does not take this problem.
+// out (rows, N) = relu?(x (rows, K) @ wᵀ + bias) (+ residual, rows of N) on oneDNN, w stored (N, K), x,
+// out and the residual contiguous rows; false if oneDNN does not take this problem.
 bool linear_primitive(const void* x, const Tensor& w, const Tensor& bias, Activation activation, int64_t rows,
-                      bool bf16, float* out) {
+                      bool bf16, const float* residual, float* out) {
   const int64_t K = w.size(1), N = w.size(0);
   const onednn::Dims src_dims{rows, K}, weights_dims{K, N}, weights_strides{1, K}, dst_dims{rows, N};
   const bool relu = activation == Activation::relu;
-  onednn::Key key{static_cast<int64_t>(onednn::Op::linear), bf16, bias.defined(), relu, rows, K, N};
+  onednn::Key key{
+      static_cast<int64_t>(onednn::Op::linear), bf16, bias.defined(), relu, residual != nullptr, rows, K, N};
   onednn::Primitive* primitive = onednn::cached(std::move(key), rows * K * N, [&] {
     auto operand = [bf16](const onednn::Dims& dims, const onednn::Dims& strides) {
       return bf16 ? onednn::bf16_desc(dims, strides) : onednn::f32_desc(dims, strides);
     };
     const dnnl::memory::desc bias_desc = bias.defined() ? onednn::f32_desc({1, N}) : dnnl::memory::desc();
     return onednn::make_linear(operand(src_dims, contiguous_strides(src_dims)), operand(weights_dims, weights_strides),
-                               bias_desc, onednn::f32_desc(dst_dims), relu);
+                               bias_desc, onednn::f32_desc(dst_dims), relu,
+                               residual ? onednn::f32_desc(dst_dims) : dnnl::memory::desc());
   });
   if (primitive == nullptr) return false;
   onednn::execute(*primitive, {{DNNL_ARG_SRC, x},
                                {DNNL_ARG_WEIGHTS, w.raw_data()},
                                {DNNL_ARG_BIAS, bias.defined() ? bias.raw_data() : nullptr},
+                               {onednn::linear_residual_arg(relu), residual},
                                {DNNL_ARG_DST, out}});
   return true;
 }
 
 // linear_primitive over x's rows, shared out by thread when that pays (Note [products split by
 // thread], matmul.h).
-bool linear_onednn(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation, Tensor& out) {
+bool linear_onednn(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation, const Tensor& residual,
+                   Tensor& out) {
   const int64_t rows = x.size(0), K = x.size(1), N = w.size(0);
   const bool bf16 = x.dtype() == DType::bf16;
   const auto* x_bytes = static_cast<const char*>(x.raw_data());
+  const float* pr = residual.defined() ? residual.data<float>() : nullptr;
   float* po = out.data<float>();
   if (!products_split_by_thread(rows, 16, rows * K * N))
-    return linear_primitive(x_bytes, w, bias, activation, rows, bf16, po);
+    return linear_primitive(x_bytes, w, bias, activation, rows, bf16, pr, po);
   const int64_t element = bf16 ? 2 : 4;
   return shares_by_thread(rows, 16, [&](int64_t first, int64_t last) {
-    return linear_primitive(x_bytes + first * K * element, w, bias, activation, last - first, bf16, po + first * N);
+    return linear_primitive(x_bytes + first * K * element, w, bias, activation, last - first, bf16,
+                            pr ? pr + first * N : nullptr, po + first * N);
   });
 }
 
-// The epilogue after a product: out (rows, N) += bias, then relu, in place and in one pass.
+// The epilogue after a product: out (rows, N) += bias, then relu, then += residual, in place and in
+// one pass.
 template <typename T>
-void add_bias_and_activate(T* out, const T* bias, int64_t rows, int64_t N, Activation activation) {
+void add_bias_and_activate(T* out, const T* bias, int64_t rows, int64_t N, Activation activation, const T* residual) {
   const bool relu = activation == Activation::relu;
   parallel_for_ranges(rows, N, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
@@ -69,24 +76,32 @@ void add_bias_and_activate(T* out, const T* bias, int64_t rows, int64_t N, Activ
         for (int64_t j = 0; j < N; ++j) row[j] += bias[j];
       if (relu)
         for (int64_t j = 0; j < N; ++j) row[j] = row[j] > 0 ? row[j] : T(0);
+      if (residual != nullptr)
+        for (int64_t j = 0; j < N; ++j) row[j] += residual[r * N + j];
     }
   });
 }
 
 }  // namespace
 
-Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation) {
+Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation,
+                      const Tensor& residual) {
   AG_CHECK(activation != Activation::gelu, "linear_forward: expected no activation or relu, got gelu");
   const MatmulPlan plan = plan_matmul(x, w, false, true);
+  AG_CHECK(!residual.defined() || (residual.shape() == plan.out_shape &&
+                                   (residual.dtype() == DType::f32 || residual.dtype() == DType::f64)),
+           "linear_forward: expected a residual of the result's shape {}, got {}", shape_str(plan.out_shape),
+           shape_str(residual.shape()));
   const bool onednn_dtype = x.dtype() == DType::f32 || x.dtype() == DType::bf16;
   if (onednn_dtype && plan.m * plan.k * plan.n >= kOneDnnMatmulMin && plan.m > kFewRowsMax) {
     Tensor out = empty(plan.out_shape, DType::f32);
-    if (linear_onednn(x, w, bias, activation, out)) return out;
+    if (linear_onednn(x, w, bias, activation, residual, out)) return out;
   }
   Tensor out = run_matmul(x, w, plan, 1.0);
-  if (!bias.defined() && activation == Activation::none) return out;
+  if (!bias.defined() && activation == Activation::none && !residual.defined()) return out;
   dispatch_floating(out.dtype(), "linear", [&]<typename T>() {
-    add_bias_and_activate(out.data<T>(), bias.defined() ? bias.data<T>() : nullptr, plan.m, plan.n, activation);
+    add_bias_and_activate(out.data<T>(), bias.defined() ? bias.data<T>() : nullptr, plan.m, plan.n, activation,
+                          residual.defined() ? residual.data<T>() : nullptr);
   });
   return out;
 }

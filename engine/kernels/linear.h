@@ -7,11 +7,13 @@
 
 namespace ag {
 
-// relu?(x @ wᵀ + bias) for x (rows, K) and w (N, K), both f32, f64 or both bf16, bias (N) of the
-// result's dtype or undefined: the product with its epilogue fused on oneDNN, or the product, then
-// the bias and the activation in one pass over it. bf16 operands give an f32 result. Activation
-// none or relu: the op applies a GELU in a pass of its own, since its backward reads the product.
-Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation);
+// relu?(x @ wᵀ + bias) (+ residual) for x (rows, K) and w (N, K), both f32, f64 or both bf16, bias
+// (N) and residual (rows, N) of the result's dtype or undefined: the product with its epilogue fused
+// on oneDNN, or the product, then the bias, the activation and the residual in one pass over it. bf16
+// operands give an f32 result. Activation none or relu: the op applies a GELU in a pass of its own,
+// since its backward reads the product.
+Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation,
+                      const Tensor& residual = {});
 
 // A linear's backward, its pass over the output gradient g (rows, N) f32, reading g (and the
 // activation's saved tensor: a ReLU's output, or a GELU's input, the product) once: gz = g where

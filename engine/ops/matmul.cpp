@@ -143,7 +143,8 @@ struct AfterDropout {
   Generator* gen;
 };
 
-std::string_view linear_formula(Activation activation, const AfterDropout* dropout) {
+std::string_view linear_formula(Activation activation, const AfterDropout* dropout, bool residual) {
+  if (residual) return "out = x Wᵀ + b + r  →  dx = g W, dW = gᵀ x, db = Σ g (over the rows), dr = g";
   if (dropout)
     return "out = relu(x Wᵀ + b) ⊙ keep · scale  →  gz = g · scale where out > 0, dx = gz W, dW = gzᵀ x, db = Σ gz";
   switch (activation) {
@@ -158,9 +159,10 @@ std::string_view linear_formula(Activation activation, const AfterDropout* dropo
 }
 
 // linear, or with `dropout` linear_relu_dropout: the ReLU's output dropped in place, its backward
-// reading that output alone.
+// reading that output alone; or with `residual` (no activation) linear_add, the residual added in the
+// product's epilogue.
 Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation,
-                   const AfterDropout* dropout) {
+                   const AfterDropout* dropout, const Tensor& residual = {}) {
   check_linear(x, weight, bias);
   const int64_t in = weight.size(1), out_features = weight.size(0);
   const bool bf16 = autocast_products(x, weight);
@@ -171,7 +173,9 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
   out_shape.back() = out_features;
   // A GELU runs in its own pass after the product, which its backward reads (z = x Wᵀ + b).
   const Activation epilogue = activation == Activation::gelu ? Activation::none : activation;
-  const Tensor product = reshape(linear_forward(x_rows, w, bias, epilogue), out_shape);  // (..., out)
+  // the residual as the kernel reads it, (rows, out): a view the node does not record (it records residual)
+  const Tensor residual_rows = residual.defined() ? reshape(residual.detach(), {rows, out_features}) : Tensor();
+  const Tensor product = reshape(linear_forward(x_rows, w, bias, epilogue, residual_rows), out_shape);  // (..., out)
   Tensor out = product;
   if (activation == Activation::gelu) {
     NoGradGuard no_grad;  // this node records the GELU with the product
@@ -188,10 +192,11 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
   if (activation == Activation::gelu) activation_saved = product;
   // what dropout scales a kept element of the output by, 1/(1 − p) in out's dtype
   const double relu_scale = dropout ? dropout_scale(out.dtype(), dropout->p, dropout->gen->style()) : 1.0;
-  record(out,
-         {dropout ? "LinearReluDropoutBackward" : "LinearBackward",
-          {.bf16 = bf16, .formula = linear_formula(activation, dropout)}},
-         {x, weight, bias}, {x_rows, w, activation_saved, activation == Activation::gelu ? bias : Tensor()},
+  const char* name = dropout              ? "LinearReluDropoutBackward"
+                     : residual.defined() ? "LinearAddBackward"
+                                          : "LinearBackward";
+  record(out, {name, {.bf16 = bf16, .formula = linear_formula(activation, dropout, residual.defined())}},
+         {x, weight, bias, residual}, {x_rows, w, activation_saved, activation == Activation::gelu ? bias : Tensor()},
          [bf16, activation, relu_scale, in, out_features](const BackwardContext& c) {
            // out = act(x @ Wᵀ + b) (⊙ keep · scale after a ReLU and dropout)  →  gz = g · act′ (· scale where
            // out > 0), dx = gz @ W, dW = gzᵀ @ x, db = Σ_rows gz
@@ -205,10 +210,11 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
            const auto product = [](const Tensor& a, const Tensor& b, bool ta) {
              return grad_enabled() ? matmul(a, b, ta, false) : matmul_forward(a, b, ta, false, 1.0);
            };
-           std::vector<Tensor> grads(3);
+           std::vector<Tensor> grads(4);
            if (c.needs_grad[0]) grads[0] = reshape(product(g_operand, w, false), c.inputs[0].shape);  // (..., in)
            if (c.needs_grad[1]) grads[1] = product(g_operand, x_rows, true);                          // (out, in)
            grads[2] = bias_grad;                                                                      // (out)
+           if (c.needs_grad[3]) grads[3] = c.grad;                                                    // (..., out)
            return grads;
          });
   return out;
@@ -218,6 +224,18 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
   return linear_node(x, weight, bias, activation, nullptr);
+}
+
+Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
+  check_linear(x, weight, bias);
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  AG_CHECK(residual.defined() && residual.shape() == out_shape && residual.dtype() == x.dtype(),
+           "linear_add: expected a residual of the output's shape {} and x's dtype {}, got {}", shape_str(out_shape),
+           dtype_name(x.dtype()),
+           residual.defined() ? fmt::format("{} {}", shape_str(residual.shape()), dtype_name(residual.dtype()))
+                              : std::string("undefined"));
+  return linear_node(x, weight, bias, Activation::none, nullptr, residual);
 }
 
 Tensor linear_relu_dropout(const Tensor& x, const Tensor& weight, const Tensor& bias, double p, bool training,
@@ -275,6 +293,14 @@ void register_matmul_ops(Registry& registry) {
   for (const auto& set : linear_shapes) no_bias_shapes.push_back({set[0], set[1]});
   registry.add({"linear_no_bias", [](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, real_inputs(),
                 no_bias_shapes});
+  std::vector<std::vector<Shape>> residual_shapes;  // x, weight, bias and the residual, the output's shape
+  for (const auto& set : linear_shapes) {
+    Shape out = set[0];
+    out.back() = set[1][0];
+    residual_shapes.push_back({set[0], set[1], set[2], out});
+  }
+  registry.add({"linear_add", [](const std::vector<Tensor>& in) { return linear_add(in[0], in[1], in[2], in[3]); },
+                real_inputs(), residual_shapes});
   registry.add({.name = "linear_relu_dropout",
                 .fn =
                     [](const std::vector<Tensor>& in) {

@@ -16,6 +16,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 // numbers as that composition, which is its reference.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Activation activation = Activation::none);
 
+// residual + x @ weightᵀ + bias, a residual connection's add as the product's epilogue (a oneDNN
+// binary post-op) instead of a pass of its own: the same numbers as add(residual, linear(x, weight,
+// bias)), its reference. residual has the output's shape and x's dtype.
+Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
+
 // dropout(relu(x @ weightᵀ + bias), p, training, gen), a Transformer's feed-forward hidden layer, as one
 // op: the mask drawn and applied in one pass over the product's ReLU output, in place (with its bf16
 // copy under autocast), and no mask kept, since the backward reads the output alone: the ReLU passed

@@ -268,6 +268,7 @@ TEST(Bf16Products, AttentionProductsWithinBf16BoundOfTheF32Op) {
 // bf16 operands. Every op a GPT step and the other common ops record must be listed.
 const std::map<std::string, bool> kRunsInBf16 = {{"matmul", true},
                                                  {"linear", true},
+                                                 {"linear_add", true},
                                                  {"scaled_dot_product_attention", true},
                                                  {"packed_attention", true},
                                                  {"embedding", false},
@@ -315,7 +316,8 @@ TEST(Bf16Autocast, PolicyTable) {
     EXPECT_EQ(bf16, kRunsInBf16.at(op)) << op << (bf16 ? " ran in bf16" : " ran in f32");
     EXPECT_EQ(n.dtype, DType::f32) << op << ": every output stays f32";
   }
-  for (const char* op : {"linear", "matmul", "packed_attention", "layer_norm", "gelu", "cross_entropy", "softmax"})
+  for (const char* op :
+       {"linear", "linear_add", "matmul", "packed_attention", "layer_norm", "gelu", "cross_entropy", "softmax"})
     EXPECT_GT(seen[op], 0) << op << " did not run: the table test covers less than it says";
   loss.backward();
   for (const auto& [name, p] : gpt.named_parameters()) {

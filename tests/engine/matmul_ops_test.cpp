@@ -383,6 +383,54 @@ TEST(LinearOps, ReluDropoutEqualsTheComposition) {
     expect_relu_dropout_equals_composition({2, 64, 48}, with_bias, 0.3, DType::f32, true);
 }
 
+// linear_add against its reference, add(residual, linear(x, W, b)): the same output and the same
+// gradients of x, W, b and the residual; f64 (the loops), f32 on the loops and on oneDNN (at 1 and 2
+// threads: the product's shares each add their rows), and under autocast.
+TEST(LinearOps, AddEqualsTheComposition) {
+  const int threads = get_num_threads();
+  for (const Shape& x_shape : {Shape{3, 4}, Shape{2, 64, 48}})
+    for (const bool with_bias : {true, false})
+      for (const DType dtype : {DType::f32, DType::f64})
+        for (const bool bf16 : {false, true})
+          for (const int t : {1, 2}) {
+            if (bf16 && (dtype != DType::f32 || !cpu_has_avx512_bf16())) continue;
+            set_num_threads(t);
+            const AutocastGuard autocast(bf16);
+            Generator gen(8);
+            Shape out_shape = x_shape;
+            out_shape.back() = 40;
+            Tensor x = randn(x_shape, dtype, gen).requires_grad_();
+            Tensor w = randn({40, x_shape.back()}, dtype, gen).requires_grad_();
+            Tensor b = with_bias ? randn({40}, dtype, gen).requires_grad_() : Tensor();
+            Tensor r = randn(out_shape, dtype, gen).requires_grad_();
+            const Tensor u = randn(out_shape, dtype, gen);
+            std::vector<std::vector<double>> results[2];
+            for (const bool fused : {true, false}) {
+              const Tensor out = fused ? linear_add(x, w, b, r) : add(r, linear(x, w, b));
+              if (fused) EXPECT_EQ(out.grad_fn()->name, "LinearAddBackward");
+              sum(mul(out, u)).backward();
+              results[fused] = {out.to_vector(), x.grad().to_vector(), w.grad().to_vector(),
+                                with_bias ? b.grad().to_vector() : std::vector<double>(), r.grad().to_vector()};
+              for (Tensor* g : {&x, &w, &b, &r})
+                if (g->defined()) g->set_grad({});
+            }
+            SCOPED_TRACE(fmt::format("x {} bias {} {} bf16 {} threads {}", shape_str(x_shape), with_bias,
+                                     dtype_name(dtype), bf16, t));
+            for (size_t k = 0; k < results[0].size(); ++k) EXPECT_EQ(results[1][k], results[0][k]) << "result " << k;
+          }
+  set_num_threads(threads);
+  expect_error(
+      [] {
+        linear_add(zeros({2, 3}), zeros({4, 3}), {}, zeros({2, 3}));
+      },
+      {"linear_add", "residual", "(2,4)", "(2,3)"});
+  expect_error(
+      [] {
+        linear_add(zeros({2, 3}), zeros({4, 3}), {}, zeros({2, 4}, DType::f64));
+      },
+      {"linear_add", "f32", "f64"});
+}
+
 TEST(LinearOps, ReluDropoutErrors) {
   Generator gen(1);
   expect_error(

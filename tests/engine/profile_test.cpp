@@ -32,8 +32,9 @@ TEST(Profiler, CountsEachOpAndTheProductsFlops) {
       const Tensor h = linear(x, w, b);  // (8, 3, 4): 2·24·5·4 FLOPs
       Generator drops(1);
       const Tensor r = linear_relu_dropout(x, w, b, 0.5, true, drops);  // as many
+      const Tensor a = linear_add(x, w, b, h);                          // as many
       const Tensor z = matmul(reshape(x, {24, 5}), y);                  // (24, 6): 2·24·5·6 FLOPs
-      sum(add(add(sum(h), sum(r)), sum(z))).backward();
+      sum(add(add(add(sum(h), sum(r)), sum(a)), sum(z))).backward();
       profiler.section("(between steps)", [&] { Tensor(zeros({1000})); });
     }
     rows = rows_by_op(profiler);
@@ -45,9 +46,11 @@ TEST(Profiler, CountsEachOpAndTheProductsFlops) {
   EXPECT_DOUBLE_EQ(rows.at("LinearBackward").flops, 2 * 2 * 2.0 * 24 * 5 * 4);
   EXPECT_DOUBLE_EQ(rows.at("LinearReluDropout").flops, 2 * 2.0 * 24 * 5 * 4);
   EXPECT_DOUBLE_EQ(rows.at("LinearReluDropoutBackward").flops, 2 * 2 * 2.0 * 24 * 5 * 4);
+  EXPECT_DOUBLE_EQ(rows.at("LinearAdd").flops, 2 * 2.0 * 24 * 5 * 4);
+  EXPECT_DOUBLE_EQ(rows.at("LinearAddBackward").flops, 2 * 2 * 2.0 * 24 * 5 * 4);
   EXPECT_DOUBLE_EQ(rows.at("Matmul").flops, 2 * 2.0 * 24 * 5 * 6);
   EXPECT_DOUBLE_EQ(rows.at("MatmulBackward").flops, 2 * 2 * 2.0 * 24 * 5 * 6);
-  EXPECT_EQ(rows.at("Sum").calls, 8);
+  EXPECT_EQ(rows.at("Sum").calls, 10);
   EXPECT_EQ(rows.at("Add").flops, 0);
   EXPECT_EQ(rows.at("(between steps)").calls, 2);
   EXPECT_GE(rows.at("(between steps)").bytes_allocated, 2 * 4000.0);

@@ -10,6 +10,7 @@
 #include "engine/ops/arithmetic.h"
 #include "engine/ops/pointwise.h"
 #include "engine/ops/reduce.h"
+#include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/transformer.h"
 #include "seeds/seed004.h"
@@ -63,6 +64,31 @@ void expect_parameters_used_in_their_modules(const Module& model, const Tensor& 
     }
   }
   for (const auto& [name, _] : model.named_parameters()) EXPECT_TRUE(reached.count(name)) << name << " unused";
+}
+
+// Where dropout is inactive (p = 0, or eval), a residual add runs in the epilogue of the projection
+// that feeds it (linear_add, recorded in that projection's scope) and no add is left; with dropout
+// active in training the add is dropout's own (add_dropout) or a plain add after it.
+TEST(ModuleScope, ResidualAddsRunInTheirProjectionsWhereDropoutIsInactive) {
+  manual_seed(0);
+  const Tensor idx = zeros({2, 8}, DType::i64);
+  for (const double p : {0.0, 0.1}) {
+    GPT gpt({.vocab_size = 11, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 16, .dropout = p});
+    const Tensor loss = sum(gpt.forward(idx));
+    const std::multiset<std::string> fused = scopes_of(loss, "linear_add");
+    if (p == 0) {
+      EXPECT_EQ(fused, (std::multiset<std::string>{"transformer.h.0.attn.c_proj", "transformer.h.0.mlp.c_proj"}));
+      for (const std::string& scope : scopes_of(loss, "add"))  // the embeddings' sum alone
+        EXPECT_FALSE(scope.starts_with("transformer.h.")) << scope;
+    } else {
+      EXPECT_TRUE(fused.empty());
+    }
+  }
+  TransformerEncoderLayer layer({.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.1});
+  layer.eval();
+  const Tensor out = sum(layer(ones({2, 3, 8}).requires_grad_()));
+  EXPECT_EQ(scopes_of(out, "linear_add"), (std::multiset<std::string>{"self_attn.out_proj", "linear2"}));
+  EXPECT_TRUE(scopes_of(out, "add").empty());
 }
 
 TEST(ModuleScope, NestedModulesGiveDottedPathsAndTheRootNone) {

@@ -67,6 +67,7 @@ def main():
     linear_family()
     second_order_family()
     packed_attention_family()
+    linear_add_family()
     forward_ad_family()
     tensors, meta = {}, []
     for n, c in enumerate(CASES):

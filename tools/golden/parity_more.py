@@ -136,6 +136,19 @@ def linear_family():
                 case(op, "registry", ins, fn, f32=f32)
 
 
+def linear_add_family():
+    """linear_add (engine/ops/matmul.h: a residual's add as the product's epilogue) against
+    F.linear(x, w, b) + r; f32 cases at oneDNN's sizes too. Drawn after the families above, so that
+    their cases keep their places, and before forward_ad_family, which gives it JVP cases."""
+    with stream_of("linear_add"):
+        for f32 in [False] * 12 + [True] * 3:
+            rows, k, n = (R.randint(16, 40), R.randint(24, 64), R.randint(16, 40)) if f32 else \
+                (R.randint(1, 5), R.randint(1, 5), R.randint(1, 5))
+            lead = R.choice([[], [2]]) if not f32 else [2]
+            ins = [real(lead + [rows, k]), real([n, k]), real([n]), real(lead + [rows, n])]
+            case("linear_add", "registry", ins, lambda x, w, b, r: F.linear(x, w, b) + r, f32=f32)
+
+
 def first_order(fn):
     """fn's first-order gradient as a function of its inputs and u (the last input, shaped as fn's
     output): the gradients of Σ fn(inputs) ⊙ u with respect to the inputs that require grad, made with
