@@ -43,11 +43,10 @@ void check_masks(const TransformerMasks& m, int64_t N, int64_t S, int64_t T) {
   check_mask("Transformer", "memory_key_padding_mask", m.memory_key_padding_mask, {N, S});
 }
 
-// x + dropout(sublayer_out), then LayerNorm: the post-norm residual of every sublayer (the mask
-// applied in the add's pass).
-// norm(x + dropout(sublayer)): sublayer(residual) computes the sublayer's output, plus the residual
-// when given one, added in its last product (linear_add); it is given x where dropout is inactive
-// (eval, p = 0), the same numbers as the add after it.
+// norm(x + dropout(sublayer)), the post-norm residual of every sublayer: sublayer(residual) computes
+// the sublayer's output, plus the residual when given one, added in its last product (linear_add);
+// it is given x where dropout is inactive (eval, p = 0), the same numbers as the add after it, and
+// otherwise dropout's mask is applied in the add's pass (add_dropout).
 template <typename Sublayer>
 Tensor add_and_norm(const Tensor& x, Sublayer&& sublayer, Dropout& dropout, LayerNorm& norm) {
   if (!dropout.is_training() || dropout.p == 0) return norm(sublayer(x));

@@ -88,10 +88,10 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
                       const Tensor& residual) {
   AG_CHECK(activation != Activation::gelu, "linear_forward: expected no activation or relu, got gelu");
   const MatmulPlan plan = plan_matmul(x, w, false, true);
-  AG_CHECK(!residual.defined() || (residual.shape() == plan.out_shape &&
-                                   (residual.dtype() == DType::f32 || residual.dtype() == DType::f64)),
-           "linear_forward: expected a residual of the result's shape {}, got {}", shape_str(plan.out_shape),
-           shape_str(residual.shape()));
+  const DType out_dtype = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();
+  AG_CHECK(!residual.defined() || (residual.shape() == plan.out_shape && residual.dtype() == out_dtype),
+           "linear_forward: expected a residual of the result's shape {} and dtype {}, got {} {}",
+           shape_str(plan.out_shape), dtype_name(out_dtype), shape_str(residual.shape()), dtype_name(residual.dtype()));
   const bool onednn_dtype = x.dtype() == DType::f32 || x.dtype() == DType::bf16;
   if (onednn_dtype && plan.m * plan.k * plan.n >= kOneDnnMatmulMin && plan.m > kFewRowsMax) {
     Tensor out = empty(plan.out_shape, DType::f32);

@@ -230,9 +230,10 @@ Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   check_linear(x, weight, bias);
   Shape out_shape = x.shape();
   out_shape.back() = weight.size(0);
-  AG_CHECK(residual.defined() && residual.shape() == out_shape && residual.dtype() == x.dtype(),
-           "linear_add: expected a residual of the output's shape {} and x's dtype {}, got {}", shape_str(out_shape),
-           dtype_name(x.dtype()),
+  const DType out_dtype = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();  // bf16 operands give f32
+  AG_CHECK(residual.defined() && residual.shape() == out_shape && residual.dtype() == out_dtype,
+           "linear_add: expected a residual of the output's shape {} and dtype {}, got {}", shape_str(out_shape),
+           dtype_name(out_dtype),
            residual.defined() ? fmt::format("{} {}", shape_str(residual.shape()), dtype_name(residual.dtype()))
                               : std::string("undefined"));
   return linear_node(x, weight, bias, Activation::none, nullptr, residual);

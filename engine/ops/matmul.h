@@ -18,7 +18,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Ac
 
 // residual + x @ weightᵀ + bias, a residual connection's add as the product's epilogue (a oneDNN
 // binary post-op) instead of a pass of its own: the same numbers as add(residual, linear(x, weight,
-// bias)), its reference. residual has the output's shape and x's dtype.
+// bias)), its reference. residual has the output's shape and dtype (x's, or f32 for bf16 operands).
 Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
 
 // dropout(relu(x @ weightᵀ + bias), p, training, gen), a Transformer's feed-forward hidden layer, as one

@@ -429,6 +429,14 @@ TEST(LinearOps, AddEqualsTheComposition) {
         linear_add(zeros({2, 3}), zeros({4, 3}), {}, zeros({2, 4}, DType::f64));
       },
       {"linear_add", "f32", "f64"});
+  {  // bf16 operands give an f32 output: the residual is f32 too
+    Generator gen(3);
+    const Tensor x = to(randn({4, 8}, DType::f32, gen), DType::bf16),
+                 w = to(randn({6, 8}, DType::f32, gen), DType::bf16);
+    const Tensor r = randn({4, 6}, DType::f32, gen);
+    EXPECT_EQ(linear_add(x, w, {}, r).to_vector(), add(r, linear(x, w)).to_vector());
+    expect_error([&] { linear_add(x, w, {}, to(r, DType::bf16)); }, {"linear_add", "dtype f32", "bf16"});
+  }
 }
 
 TEST(LinearOps, ReluDropoutErrors) {
