@@ -69,14 +69,14 @@ inline Built make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc
   return built_from<dnnl::matmul>(pd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
 }
 
-// dst = relu?(src @ weights + bias): a Linear layer's product with its epilogue, the bias (1, N)
-// f32 added to the f32 accumulator and the ReLU as an eltwise post-op. src and weights f32, or
-// both bf16, dst f32.
-// The residual's argument: the binary post-op's second source (after a ReLU's eltwise when there is one).
+// The residual's argument in make_linear: the binary post-op's second source (after a ReLU's eltwise
+// when there is one).
 inline int linear_residual_arg(bool relu) { return DNNL_ARG_ATTR_MULTIPLE_POST_OP(relu ? 1 : 0) | DNNL_ARG_SRC_1; }
 
-// dst = relu?(src @ weights + bias) (+ residual, a tensor of dst's shape added in the epilogue, when
-// its desc is not zero).
+// dst = relu?(src @ weights + bias) (+ residual): a Linear layer's product with its epilogue, the bias
+// (1, N) f32 added to the f32 accumulator, the ReLU as an eltwise post-op and, when its desc is not
+// zero, the residual (dst's shape, f32) as a binary add post-op. src and weights f32, or both bf16,
+// dst f32.
 inline Built make_linear(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
                          const dnnl::memory::desc& bias, const dnnl::memory::desc& dst, bool relu,
                          const dnnl::memory::desc& residual = {}) {

@@ -26,7 +26,8 @@ Tensor elementwise_loss_kernel(std::string_view op, const Tensor& a, const Tenso
       parallel_for(n, 8, [&](int64_t i) { po[i] = static_cast<T>(f(double(pa[i]), double(pb[i]))); });
       return;
     }
-    const double total = sum_in_chunks(n, 8, [&](int64_t i) { return f(double(pa[i]), double(pb[i])); });
+    const double total =
+        sums_in_chunks(1, n, 8, [&](int64_t, int64_t i) { return f(double(pa[i]), double(pb[i])); })[0];
     po[0] = static_cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
   });
   return out;

@@ -53,21 +53,12 @@ void split_among_ties(const T* px, int64_t n, T value, T* hot) {
   for (int64_t i = 0; i < n; ++i) hot[i] = tied(px[i]) ? T(1) / static_cast<T>(count) : T(0);
 }
 
-// Each of `rows` contiguous rows of `size` summed into out (times scale), each row as sum_in_chunks
-// adds it; the rows' chunks share one parallel region.
+// Each of `rows` contiguous rows of `size` summed into out (times scale), as sums_in_chunks adds.
 template <typename T>
 void sum_rows(const T* px, int64_t rows, int64_t size, double scale, T* po) {
-  const int64_t chunks = std::max<int64_t>(1, (size + kSumChunk - 1) / kSumChunk);  // per row
-  std::vector<double> partial(rows * chunks);
-  parallel_for(rows * chunks, std::min(size, kSumChunk), [&](int64_t c) {
-    const int64_t row = c / chunks, first = c % chunks * kSumChunk;
-    partial[c] = sum_in_lanes(px + row * size + first, std::min(size - first, kSumChunk), [](double v) { return v; });
-  });
-  for (int64_t row = 0; row < rows; ++row) {
-    double total = 0;
-    for (int64_t c = 0; c < chunks; ++c) total += partial[row * chunks + c];
-    po[row] = static_cast<T>(total * scale);
-  }
+  const std::vector<double> totals = sums_in_chunks(
+      rows, size, 1, [px, size](int64_t row, int64_t i) { return static_cast<double>(px[row * size + i]); });
+  for (int64_t row = 0; row < rows; ++row) po[row] = static_cast<T>(totals[row] * scale);
 }
 
 }  // namespace

@@ -50,21 +50,22 @@ template <typename T, typename F>
   return sum_terms_in_lanes(n, [&](int64_t i) { return f(static_cast<double>(p[i])); });
 }
 
-// Σ term(i) over [0, n) in fixed chunks of kSumChunk, each added in lanes (sum_terms_in_lanes), the
-// chunks in parallel and their sums added in order: a long sum (a loss, a full sum) on every thread,
-// with the same bits at any thread count. cost_per_term: rough element-operations of one term.
+// The totals of `rows` sums of `size` terms each, term(row, i) for i in [0, size): each row cut into
+// fixed chunks of kSumChunk added in lanes (sum_terms_in_lanes), every row's chunks in one parallel
+// region, each row's chunk sums added in order. A long sum (a loss, a full sum) runs on every
+// thread with the same bits at any thread count. cost_per_term: rough element-operations of one term.
 inline constexpr int64_t kSumChunk = 1 << 16;
 template <typename Term>
-double sum_in_chunks(int64_t n, int64_t cost_per_term, Term term) {
-  const int64_t chunks = std::max<int64_t>(1, (n + kSumChunk - 1) / kSumChunk);
-  std::vector<double> partial(chunks);
-  parallel_for(chunks, std::min(n, kSumChunk) * cost_per_term, [&](int64_t c) {
-    const int64_t first = c * kSumChunk;
-    partial[c] = sum_terms_in_lanes(std::min(n - first, kSumChunk), [&](int64_t i) { return term(first + i); });
+std::vector<double> sums_in_chunks(int64_t rows, int64_t size, int64_t cost_per_term, Term term) {
+  const int64_t chunks = std::max<int64_t>(1, (size + kSumChunk - 1) / kSumChunk);  // per row
+  std::vector<double> partial(rows * chunks), totals(rows, 0.0);
+  parallel_for(rows * chunks, std::min(size, kSumChunk) * cost_per_term, [&](int64_t c) {
+    const int64_t row = c / chunks, first = c % chunks * kSumChunk;
+    partial[c] = sum_terms_in_lanes(std::min(size - first, kSumChunk), [&](int64_t i) { return term(row, first + i); });
   });
-  double total = 0;
-  for (const double sum : partial) total += sum;
-  return total;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t c = 0; c < chunks; ++c) totals[row] += partial[row * chunks + c];
+  return totals;
 }
 
 // Note [column sums in row blocks]

@@ -165,12 +165,16 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
                    const AfterDropout* dropout, const Tensor& residual = {}) {
   check_linear(x, weight, bias);
   const int64_t in = weight.size(1), out_features = weight.size(0);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  const DType out_dtype = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();  // bf16 operands give f32
+  AG_CHECK(!residual.defined() || (residual.shape() == out_shape && residual.dtype() == out_dtype),
+           "linear_add: expected a residual of the output's shape {} and dtype {}, got {} {}", shape_str(out_shape),
+           dtype_name(out_dtype), shape_str(residual.shape()), dtype_name(residual.dtype()));
   const bool bf16 = autocast_products(x, weight);
   const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));  // 1 for a 1-D x
   const Tensor x_rows = reshape(bf16 ? autocast_operand(x) : x, {rows, in});  // (rows, in)
   const Tensor w = bf16 ? autocast_operand(weight) : weight;                  // (out, in)
-  Shape out_shape = x.shape();
-  out_shape.back() = out_features;
   // A GELU runs in its own pass after the product, which its backward reads (z = x Wᵀ + b).
   const Activation epilogue = activation == Activation::gelu ? Activation::none : activation;
   // the residual as the kernel reads it, (rows, out): a view the node does not record (it records residual)
@@ -227,15 +231,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
 }
 
 Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
-  check_linear(x, weight, bias);
-  Shape out_shape = x.shape();
-  out_shape.back() = weight.size(0);
-  const DType out_dtype = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();  // bf16 operands give f32
-  AG_CHECK(residual.defined() && residual.shape() == out_shape && residual.dtype() == out_dtype,
-           "linear_add: expected a residual of the output's shape {} and dtype {}, got {}", shape_str(out_shape),
-           dtype_name(out_dtype),
-           residual.defined() ? fmt::format("{} {}", shape_str(residual.shape()), dtype_name(residual.dtype()))
-                              : std::string("undefined"));
+  AG_CHECK(residual.defined(), "linear_add: expected a residual of the output's shape, got an undefined tensor");
   return linear_node(x, weight, bias, Activation::none, nullptr, residual);
 }
 
