@@ -31,6 +31,9 @@ peer_step() {  # $1: f32 or bf16, $2: threads; prints the peer's median step in 
 # formats and dims), so the first calls (primitive creation, cold caches) do not slow the rate; the
 # rate from the plain sum of the times, the products as they ran inside the steps, is printed beside
 # it. The log goes to a file first: reading it during the run would take a core from a 2-thread run.
+# The rate is measured in every run, right after that run's step (the host's speed drifts over
+# minutes: a rate measured once, in a fast or a slow phase, would flatter or sink every run's share),
+# and the share compares the median step with the median rate. Prints "RATE SUMMED_RATE".
 product_rate() {
   ONEDNN_VERBOSE=1 "$attograd" --threads "$1" bench transformer --iters "$iters" --precision "$precision" >"$work/verbose"
   awk -F, -v threads="$1" '
@@ -53,7 +56,7 @@ product_rate() {
           for (j = i; j <= NR && kind[j] == kind[i]; j++) total += flop[j]
           typical += (j - i) * ms[i + int((j - i - 1) / 2)]
         }
-        printf "%.1f GFLOP/s (%.1f as summed inside the steps)", total / typical / 1e6, total / summed / 1e6
+        printf "%.1f %.1f", total / typical / 1e6, total / summed / 1e6
       }'
 }
 
@@ -62,11 +65,14 @@ for threads in 1 2; do
     json=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" --json)
     ours=$(sed -n 's/.*"step_ms": \([0-9.]*\),.*/\1/p' <<<"$json")
     step_gflop=$(sed -n 's/.*"step_gflops": \([0-9.]*\).*/\1/p' <<<"$json")  # the same every run
+    read -r rate summed_rate <<<"$(product_rate "$threads")"
     theirs=$(peer_step f32 "$threads")
     theirs_bf16=-
     if [ "$precision" = bf16 ]; then theirs_bf16=$(peer_step bf16 "$threads"); fi
-    echo "threads $threads run $run: step ms ours ($precision) $ours, PyTorch f32 $theirs, PyTorch bf16 $theirs_bf16"
-    echo "$threads $ours $theirs $theirs_bf16" >>"$work/rows"
+    echo "threads $threads run $run: step ms ours ($precision) $ours, PyTorch f32 $theirs, PyTorch bf16 $theirs_bf16;" \
+      "products alone $rate GFLOP/s ($summed_rate as summed inside the steps)," \
+      "share $(awk -v f="$step_gflop" -v a="$ours" -v r="$rate" 'BEGIN {printf "%.0f%%", 100 * f / a * 1000 / r}')"
+    echo "$threads $ours $theirs $theirs_bf16 $rate $summed_rate" >>"$work/rows"
   done
   median_of() { column_median "$work/rows" "$threads" "$1"; }
   awk -v t="$threads" -v p="$precision" -v a="$(median_of 2)" -v b="$(median_of 3)" \
@@ -75,8 +81,7 @@ for threads in 1 2; do
     awk -v t="$threads" -v a="$(median_of 2)" -v c="$(median_of 4)" \
       'BEGIN {printf "threads %s medians: step ours (bf16) %.2f ms vs PyTorch bf16 autocast %.2f ms = %.2fx\n", t, a, c, c / a}'
   fi
-  rate=$(product_rate "$threads")
-  awk -v t="$threads" -v f="$step_gflop" -v a="$(median_of 2)" -v r="$rate" \
-    'BEGIN {printf "threads %s: step %.1f GFLOP/s (median) = %.0f%% of the products alone, %s (oneDNN timing)\n", t, f / a * 1000, 100 * f / a * 1000 / r, r}'
+  awk -v t="$threads" -v f="$step_gflop" -v a="$(median_of 2)" -v r="$(median_of 5)" -v s="$(median_of 6)" \
+    'BEGIN {printf "threads %s: step %.1f GFLOP/s (median) = %.0f%% of the products alone, %.1f GFLOP/s (median; %.1f as summed inside the steps) (oneDNN timing)\n", t, f / a * 1000, 100 * f / a * 1000 / r, r, s}'
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
