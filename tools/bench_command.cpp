@@ -6,6 +6,8 @@
 // layers, feed-forward 1024, no dropout; B = 16, S = T = 64; causal target mask; MSE; Adam).
 // Both print the achieved GFLOP/s beside the time and the process's peak resident memory; with
 // --precision bf16 they run under ag::AutocastGuard (bf16 products, f32 results).
+// `attograd bench cpus`: how far apart the first two CPUs this process may run on are, as the round
+// trip of a cache line between them (Note [near and far CPUs]).
 //
 // Note [counting FLOPs]: a workload's FLOPs are counted once, here, from its shapes: 2 per
 // multiply-add of its matrix products and nothing else (softmax, masks, bias, layer norm and the
@@ -15,10 +17,15 @@
 // counts twice its forward (two products per forward product; the streaming kernel's recomputed
 // q @ kᵀ is not counted).
 #include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/attograd.h"
@@ -229,17 +236,91 @@ int run_transformer(const BenchArgs& args) {
   return 0;
 }
 
+// Note [near and far CPUs]
+// A virtual machine's two vCPUs may sit on cores that share a cache or on cores that do not, and the
+// host moves them between the two now and then: on this project's 2-vCPU EPYC a cache line's round
+// trip between them reads about 100 ns in some minutes and 380 ns in others. Where they sit far
+// apart, every value one thread writes and the other reads crosses between caches, and a 2-thread
+// step slows (a bf16 Transformer step 32.5 → 37.9 ms, tools/bench/README.md "Near and far CPUs").
+// The compare scripts print this round trip beside each run, so a reader can tell the two apart.
+
+// Pins the calling thread to `cpu`; false where the process may not run there.
+bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
+
+// The first two CPUs this process may run on, or fewer.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
+}
+
+// ns per round trip of one cache line between CPUs a and b: a thread on each hands a flag back and
+// forth `trips` times.
+double round_trip_ns(int a, int b, int trips) {
+  alignas(64) std::atomic<int> flag{0};
+  std::thread other([&] {
+    pin_to(b);
+    for (int i = 0; i < trips; ++i) {
+      while (flag.load(std::memory_order_acquire) != 1) {
+      }
+      flag.store(0, std::memory_order_release);
+    }
+  });
+  pin_to(a);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < trips; ++i) {
+    flag.store(1, std::memory_order_release);
+    while (flag.load(std::memory_order_acquire) != 0) {
+    }
+  }
+  const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+  other.join();
+  return elapsed.count() / trips;
+}
+
+int run_cpus(const BenchArgs& args) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) {
+    fmt::print(stderr, "bench cpus: this process may run on {} CPU(s); the round trip needs two\n", cpus.size());
+    return 1;
+  }
+  constexpr int kTrips = 100000;
+  std::vector<double> rounds;
+  for (int i = 0; i < args.iters; ++i) rounds.push_back(round_trip_ns(cpus[0], cpus[1], kTrips));
+  std::sort(rounds.begin(), rounds.end());
+  const double median = rounds[rounds.size() / 2];
+  if (args.json)
+    fmt::print(R"({{"name": "cpus", "cpus": [{}, {}], "rounds": {}, "round_trip_ns": {:.1f}}})"
+               "\n",
+               cpus[0], cpus[1], args.iters, median);
+  else
+    fmt::print("cpus {} and {}: a cache line's round trip {:.1f} ns (median of {} rounds of {} trips)\n", cpus[0],
+               cpus[1], median, args.iters, kTrips);
+  return 0;
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Time a whole workload (medians; see tools/bench/ for the kernels)");
-  cmd->add_option("workload", args->workload, "What to time: attention (the block) or transformer (a training step)")
+  cmd->add_option("workload", args->workload,
+                  "What to time: attention (the block), transformer (a training step) or cpus (a cache line's "
+                  "round trip between the first two CPUs: are they near or far apart?)")
       ->required()
-      ->check(CLI::IsMember({"attention", "transformer"}));
+      ->check(CLI::IsMember({"attention", "transformer", "cpus"}));
   CLI::Option* shape = cmd->add_option("--shape", args->shape, "attention: B,T,d,h: batch, tokens, model width, heads")
                            ->capture_default_str();
-  cmd->add_option("--iters", args->iters, "Timed iterations (x10 for T <= 6)")
+  cmd->add_option("--iters", args->iters, "Timed iterations (x10 for T <= 6; cpus: rounds of 100000 trips)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   CLI::Option* kernel =
@@ -258,11 +339,17 @@ Command add_bench_command(CLI::App& app) {
           ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", args->json,
                 "One JSON object: name, shape, threads, kernel, times (ms), GFLOP, GFLOP/s, peak_rss_mb");
-  cmd->callback([args, shape, kernel, profile] {  // usage errors (exit 2) before any work
-    if (args->workload == "transformer" && shape->count() + kernel->count() > 0)
-      throw CLI::ValidationError("--shape and --kernel", "apply to `bench attention` only, not to `bench transformer`");
-    if (args->workload == "attention" && profile->count() > 0)
+  CLI::Option* precision = cmd->get_option("--precision");
+  cmd->callback([args, shape, kernel, profile, precision] {  // usage errors (exit 2) before any work
+    if (args->workload != "attention" && shape->count() + kernel->count() > 0)
+      throw CLI::ValidationError("--shape and --kernel",
+                                 fmt::format("apply to `bench attention` only, not to `bench {}`", args->workload));
+    if (args->workload != "transformer" && profile->count() > 0)
       throw CLI::ValidationError("--profile", "applies to `bench transformer` only");
+    if (args->workload == "cpus" && precision->count() > 0)
+      throw CLI::ValidationError("--precision", "does not apply to `bench cpus`, which times no arithmetic");
+    if (args->workload == "cpus" && args->iters > 100)
+      throw CLI::ValidationError("--iters", fmt::format("bench cpus takes at most 100 rounds, got {}", args->iters));
     try {
       parse_attention_shape(args->shape);
     } catch (const Error& e) {
@@ -271,6 +358,7 @@ Command add_bench_command(CLI::App& app) {
   });
   return {cmd, [args] {
             const AutocastGuard autocast(args->precision == "bf16");
+            if (args->workload == "cpus") return run_cpus(*args);
             return args->workload == "attention" ? run_attention(*args) : run_transformer(*args);
           }};
 }

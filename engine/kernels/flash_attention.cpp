@@ -889,6 +889,15 @@ void flash_attention_backward(const FlashProblem<F>& p, const F* q, const F* k, 
   template void flash_attention_forward(const FlashProblem<F>&, const F*, const F*, const F*, F*, F*);             \
   template void flash_attention_backward(const FlashProblem<F>&, const F*, const F*, const F*, const F*, const F*, \
                                          const F*, F*, F*, F*);
+// Note [heads by batch]
+// The bf16 head kernel's heads cost the same (a causal mask cuts each alike), so they split between
+// threads statically: each thread takes a contiguous range of the batch, the sequences whose rows it
+// wrote in the products before (split by rows: Note [products split by thread]) and in the heads'
+// split (parallel_for_ranges), and whose rows it reads in the products after. A dynamic schedule
+// dealt the heads out alternately, half of each thread's operands in the other core's caches: on a
+// 2-vCPU host whose vCPUs now and then sit far apart (a cache line's round trip between them 380 ns
+// instead of 100), a bf16 Transformer step took 37.9 ms there against 36.4 with this split (the same
+// 32.5 ms where they sit close; tools/bench/README.md, "Near and far CPUs").
 bool bf16_heads_fit(int64_t T, int64_t S, int64_t d, int64_t dv) {
   return T <= kBf16HeadMax && S <= kBf16HeadMax && d <= kBf16HeadMax && dv <= kBf16HeadMax;
 }
@@ -899,7 +908,7 @@ void flash_attention_forward_bf16(const FlashProblem<float>& p, const uint16_t* 
       out_bf16.data == nullptr || (out_bf16.batch == out.batch && out_bf16.head == out.head && out_bf16.row == out.row),
       "flash_attention_forward_bf16: the output's bf16 copy must be laid out as the output");
   const HeadSizes z = head_sizes(p);
-  for_each_task(p.B * p.H, z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
+  parallel_for(p.B * p.H, z.Tp * z.Sp * (z.dp + z.dvp), [&](int64_t bh) {  // Note [heads by batch]
     const int64_t b = bh / p.H, h = bh % p.H;
     head_forward_bf16(p, z, bh, q + bh * p.T * p.d, k + bh * p.S * p.d, v + bh * p.S * p.dv, out.at(b, h),
                       out_bf16.data ? out_bf16.at(b, h) : nullptr, out.row, lse + bh * p.T, thread_scratch());
@@ -910,7 +919,7 @@ void flash_attention_backward_bf16(const FlashProblem<float>& p, const uint16_t*
                                    const uint16_t* v, const float* lse, const HeadsIn& dout, const HeadsOut& dq,
                                    const HeadsOut& dk, const HeadsOut& dv) {
   const HeadSizes z = head_sizes(p);
-  for_each_task(p.B * p.H, 3 * z.Tp * z.Sp * (z.dp + z.dvp), 0, [&](int64_t bh, int) {
+  parallel_for(p.B * p.H, 3 * z.Tp * z.Sp * (z.dp + z.dvp), [&](int64_t bh) {  // Note [heads by batch]
     const int64_t b = bh / p.H, h = bh % p.H;
     const auto place = [&](const HeadsOut& g) { return g.data ? g.at(b, h) : nullptr; };
     const HeadGrads g{place(dq), place(dk), place(dv), dq.row, dk.row, dv.row};

@@ -265,6 +265,9 @@ bad "bench attention --shape 0,6,16,2" 2 "--shape: expected B,T,d,h with positiv
 bad "bench attention --shape 1,6,16,3 (h not dividing d)" 2 "h dividing d" -- "$attograd" bench attention --shape 1,6,16,3
 bad "bench transformer --shape --kernel: do not apply" 2 "--shape and --kernel: apply to \`bench attention\` only" -- "$attograd" bench transformer --shape 1,2,3,4 --kernel streaming
 bad "bench attention --profile: does not apply" 2 "--profile: applies to \`bench transformer\` only" -- "$attograd" bench attention --profile 2
+bad "bench cpus --precision: does not apply" 2 "--precision: does not apply to \`bench cpus\`" -- "$attograd" bench cpus --precision bf16
+bad "bench cpus --iters past 100 rounds" 2 "--iters: bench cpus takes at most 100 rounds, got 101" -- "$attograd" bench cpus --iters 101
+bad "bench cpus on one CPU" 1 "bench cpus: this process may run on 1 CPU(s); the round trip needs two" -- taskset -c 0 "$attograd" bench cpus --iters 1
 bad "train --profile 0" 2 "--profile: expected a decimal whole number in [1, 1000000], got '0'" -- "$attograd" train sentiment --epochs 1 --profile 0 --out "$out" --quiet
 bad "train --profile x" 2 "--profile" -- "$attograd" train sentiment --epochs 1 --profile x --out "$out" --quiet
 bad "train --profile-after x" 2 "--profile-after" -- "$attograd" train sentiment --epochs 1 --profile 2 --profile-after x --out "$out" --quiet
@@ -809,6 +812,13 @@ bad "sample --prompt \"\"" 2 "--prompt: expected a text, got an empty string" --
 bad "bench attention --shape whose sizes overflow" 2 "--shape: B,T,d,h = 1000000000,1000000000,16,2" -- "$attograd" bench attention --shape 1000000000,1000000000,16,2
 cases=$((cases + 1))
 check "bench says which precision ran" 0 "precision=f32" -- "$attograd" bench attention --shape 1,6,16,2 --iters 1
+if [ "$(nproc)" -ge 2 ]; then
+  cases=$((cases + 1))
+  check "bench cpus prints the round trip" 0 "a cache line's round trip" -- "$attograd" bench cpus --iters 1
+  ns=$(sed -n 's/.*round trip \([0-9.]*\) ns.*/\1/p' <<<"$last_output")
+  cases=$((cases + 1))
+  check "bench cpus: a positive round trip ($ns ns)" 0 "" -- awk -v ns="$ns" 'BEGIN { exit !(ns > 0) }'
+fi
 # FNV-1a's low bit is the parity of the bytes' low bits: words of one odd-coded letter ('a') among
 # even-coded ones all hash to even buckets, so `% 10` gave them no validation word, and words of
 # even-coded letters alone no test word, however many there were. A user's data is split on

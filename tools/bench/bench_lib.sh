@@ -16,6 +16,11 @@ machine_line() {
   echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, ${isa:-AVX2}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
+# `cpu_round_trip ATTOGRAD`: ns for a cache line's round trip between the first two CPUs (`attograd
+# bench cpus`, Note [near and far CPUs] in tools/bench_command.cpp: a 2-thread run where they sit far
+# apart is slower), or - on one CPU.
+cpu_round_trip() { "$1" bench cpus --iters 5 --json 2>/dev/null | sed -n 's/.*"round_trip_ns": \([0-9.]*\).*/\1/p' | grep . || echo -; }
+
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
 # `column_median ROWS THREADS COLUMN`: the median of COLUMN over the lines of the file ROWS whose

@@ -26,6 +26,7 @@ peer_train() {  # $1: f32 or bf16, $2: threads; prints the peer's training token
 
 for threads in 1 2; do
   for run in $(seq "$runs"); do
+    cpus=$(cpu_round_trip "$attograd")
     /usr/bin/time -v "$attograd" --threads "$threads" train charlm --iters "$iters" --eval-interval "$iters" \
       --precision "$precision" --out "$work/ours" --quiet >"$work/ours.out" 2>"$work/ours.time"
     "$attograd" --threads "$threads" sample --checkpoint "$work/ours/last.safetensors" --tokens 300 --seed 1337 \
@@ -37,7 +38,8 @@ for threads in 1 2; do
     theirs_bf16=-
     if [ "$precision" = bf16 ]; then theirs_bf16=$(peer_train bf16 "$threads"); fi
     echo "threads $threads run $run: train tok/s ours ($precision) $ours peer $theirs peer-bf16 $theirs_bf16 |" \
-      "peak RSS ours $(peak_mb "$work/ours.time") MB | sample chars/s ours $ours_sample peer $theirs_sample"
+      "peak RSS ours $(peak_mb "$work/ours.time") MB | sample chars/s ours $ours_sample peer $theirs_sample |" \
+      "CPUs' round trip $cpus ns"
     echo "$threads $ours $theirs $ours_sample $theirs_sample $theirs_bf16" >>"$work/rows"
   done
   median_of() { column_median "$work/rows" "$threads" "$1"; }

@@ -56,6 +56,7 @@ peer_train() {  # $1: f32 or bf16, $2: threads; prints the peer's training token
 
 for threads in 1 2; do
   for run in $(seq "$runs"); do
+    cpus=$(cpu_round_trip "$attograd")
     "$attograd" --threads "$threads" train g2p --train-fraction "$fraction" --epochs 1 --eval-limit 200 \
       --precision "$precision" --out "$work/ours" --quiet >"$work/ours.out"
     rm -rf "$work/ours"
@@ -71,7 +72,7 @@ for threads in 1 2; do
     echo "threads $threads run $run: train tok/s ours ($precision) $ours peer $theirs peer-bf16 $theirs_bf16 |" \
       "greedy decode words/s ours ($precision) $ours_decode peer (f32) $theirs_decode |" \
       "$(grep -o 'PER [0-9.]*%  WER [0-9.]*%' "$work/ours_decode.out") vs peer" \
-      "$(grep -o 'PER [0-9.]*% WER [0-9.]*%' "$work/peer_decode.out")"
+      "$(grep -o 'PER [0-9.]*% WER [0-9.]*%' "$work/peer_decode.out") | CPUs' round trip $cpus ns"
     echo "$threads $ours $theirs $ours_decode $theirs_decode $theirs_bf16" >>"$work/rows"
   done
   median_of() { column_median "$work/rows" "$threads" "$1"; }

@@ -62,6 +62,7 @@ product_rate() {
 
 for threads in 1 2; do
   for run in $(seq "$runs"); do
+    cpus=$(cpu_round_trip "$attograd")
     json=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" --json)
     ours=$(sed -n 's/.*"step_ms": \([0-9.]*\),.*/\1/p' <<<"$json")
     step_gflop=$(sed -n 's/.*"step_gflops": \([0-9.]*\).*/\1/p' <<<"$json")  # the same every run
@@ -71,7 +72,8 @@ for threads in 1 2; do
     if [ "$precision" = bf16 ]; then theirs_bf16=$(peer_step bf16 "$threads"); fi
     echo "threads $threads run $run: step ms ours ($precision) $ours, PyTorch f32 $theirs, PyTorch bf16 $theirs_bf16;" \
       "products alone $rate GFLOP/s ($summed_rate as summed inside the steps)," \
-      "share $(awk -v f="$step_gflop" -v a="$ours" -v r="$rate" 'BEGIN {printf "%.0f%%", 100 * f / a * 1000 / r}')"
+      "share $(awk -v f="$step_gflop" -v a="$ours" -v r="$rate" 'BEGIN {printf "%.0f%%", 100 * f / a * 1000 / r}');" \
+      "CPUs' round trip $cpus ns"
     echo "$threads $ours $theirs $theirs_bf16 $rate $summed_rate" >>"$work/rows"
   done
   median_of() { column_median "$work/rows" "$threads" "$1"; }
