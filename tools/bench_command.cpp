@@ -264,26 +264,40 @@ std::vector<int> allowed_cpus() {
 }
 
 // ns per round trip of one cache line between CPUs a and b: a thread on each hands a flag back and
-// forth `trips` times.
+// forth `trips` times. Fails where a thread cannot be pinned, or where the round takes over a
+// second: the two threads do not run at once (a CPU quota of one CPU), and the round would crawl.
 double round_trip_ns(int a, int b, int trips) {
-  alignas(64) std::atomic<int> flag{0};
+  enum : int { kTheirs = 1, kOurs = 0, kStop = -1 };  // whose turn the flag says it is
+  alignas(64) std::atomic<int> flag{kOurs};
+  std::atomic<bool> pinned{false};
   std::thread other([&] {
-    pin_to(b);
+    pinned = pin_to(b);
     for (int i = 0; i < trips; ++i) {
-      while (flag.load(std::memory_order_acquire) != 1) {
+      int seen;
+      while ((seen = flag.load(std::memory_order_acquire)) == kOurs) {
       }
-      flag.store(0, std::memory_order_release);
+      if (seen == kStop) return;
+      flag.store(kOurs, std::memory_order_release);
     }
   });
-  pin_to(a);
+  const bool pinned_here = pin_to(a);
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < trips; ++i) {
-    flag.store(1, std::memory_order_release);
-    while (flag.load(std::memory_order_acquire) != 0) {
+  const auto deadline = start + std::chrono::seconds(1);
+  int done = 0;
+  for (; done < trips; ++done) {
+    flag.store(kTheirs, std::memory_order_release);
+    while (flag.load(std::memory_order_acquire) != kOurs) {
     }
+    if (done % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
   }
   const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+  flag.store(kStop, std::memory_order_release);
   other.join();
+  AG_CHECK(pinned_here && pinned, "bench cpus: could not pin a thread to CPU {} and one to CPU {}", a, b);
+  AG_CHECK(done == trips,
+           "bench cpus: {} round trips took over a second: the threads on CPUs {} and {} do not run at once "
+           "(a CPU quota of one CPU?)",
+           done, a, b);
   return elapsed.count() / trips;
 }
 
