@@ -241,7 +241,7 @@ int run_transformer(const BenchArgs& args) {
 // host moves them between the two now and then: on this project's 2-vCPU EPYC a cache line's round
 // trip between them reads about 100 ns in some minutes and 380 ns in others. Where they sit far
 // apart, every value one thread writes and the other reads crosses between caches, and a 2-thread
-// step slows (a bf16 Transformer step 32.5 → 37.9 ms, tools/bench/README.md "Near and far CPUs").
+// step slows (a bf16 Transformer step 32.4 → 37.8 ms, medians, tools/bench/README.md "Near and far CPUs").
 // The compare scripts print this round trip beside each run, so a reader can tell the two apart.
 
 // Pins the calling thread to `cpu`; false where the process may not run there.

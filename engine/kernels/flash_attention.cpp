@@ -896,8 +896,8 @@ void flash_attention_backward(const FlashProblem<F>& p, const F* q, const F* k, 
 // split (parallel_for_ranges), and whose rows it reads in the products after. A dynamic schedule
 // dealt the heads out alternately, half of each thread's operands in the other core's caches: on a
 // 2-vCPU host whose vCPUs now and then sit far apart (a cache line's round trip between them 380 ns
-// instead of 100), a bf16 Transformer step took 37.9 ms there against 36.4 with this split (the same
-// 32.5 ms where they sit close; tools/bench/README.md, "Near and far CPUs").
+// instead of 100), a bf16 Transformer step took 37.8 ms there against 36.3 with this split (medians; the
+// same 32.4 ms where they sit close; tools/bench/README.md, "Near and far CPUs").
 bool bf16_heads_fit(int64_t T, int64_t S, int64_t d, int64_t dv) {
   return T <= kBf16HeadMax && S <= kBf16HeadMax && d <= kBf16HeadMax && dv <= kBf16HeadMax;
 }
