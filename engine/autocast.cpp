@@ -67,6 +67,24 @@ void attach_bf16_copy(const Tensor& x, const Tensor& copy) {
   impl.bf16_copy_version = x.version();
 }
 
+Tensor weight_bf16_copy_to_fill(const Tensor& x) {
+  if (autocast_depth == 0 || x.dtype() != DType::f32 || !x.is_leaf() || !x.requires_grad()) return {};
+  const auto found = cast_cache.find(x.impl());
+  if (found == cast_cache.end() || found->second.source.lock() != x.impl_ptr()) return {};
+  const Tensor& held = found->second.held;
+  if (!held.defined() || held.shape() != x.shape()) return {};
+  // A node of a graph still alive may have saved the old copy (or a view of it): then a new one.
+  const bool only_the_cache_holds = held.impl_ptr().use_count() == 1 && held.impl()->storage.use_count() == 1;
+  return only_the_cache_holds ? held : empty(x.shape(), DType::bf16);
+}
+
+void keep_weight_bf16_copy(const Tensor& x, const Tensor& copy) {
+  AG_CHECK(x.dtype() == DType::f32 && copy.dtype() == DType::bf16 && copy.shape() == x.shape(),
+           "keep_weight_bf16_copy: expected an f32 weight and a bf16 copy of its shape, got {} {} and {} {}",
+           dtype_name(x.dtype()), shape_str(x.shape()), dtype_name(copy.dtype()), shape_str(copy.shape()));
+  cast_cache[x.impl()] = {x.impl_ptr(), x.version(), copy, {}};
+}
+
 namespace {
 
 bool keeps_bf16_copies(const Tensor& x) { return autocast_depth > 0 && !grad_enabled() && x.dtype() == DType::f32; }

@@ -39,6 +39,14 @@ Tensor autocast_operand(const Tensor& x);
 // x keeps its version. x keeps it as long as x lives.
 void attach_bf16_copy(const Tensor& x, const Tensor& copy);
 
+// For an optimizer's in-place step of weight x (a leaf that requires grad; its version already
+// counted): when autocast keeps x's bf16 copy, a bf16 tensor shaped as x for the step to write x's
+// new values into, rounded, in its own pass (the old copy itself when nothing else holds it, else a
+// new one); undefined otherwise. After the step, keep_weight_bf16_copy(x, copy) makes it x's copy
+// for the new version, so the next forward's products convert nothing.
+Tensor weight_bf16_copy_to_fill(const Tensor& x);
+void keep_weight_bf16_copy(const Tensor& x, const Tensor& copy);
+
 // A decoder's cache, grown by a position (cat) or with its rows picked (index_select), without grad
 // mode: under autocast the result carries its bf16 copy, built from the inputs' copies (a part's
 // attached copy, or the part converted), so each step converts the new position alone and not the

@@ -7,6 +7,7 @@
 #include <numbers>
 #include <utility>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/kernels/optim.h"
 #include "engine/kernels/parallel.h"
@@ -207,8 +208,11 @@ void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, dou
   if (param.dtype() == DType::f32) {
     const auto same_param = [&](const kernels::AdamTensor& t) { return t.param == param.data<float>(); };
     if (std::any_of(gathered_.begin(), gathered_.end(), same_param)) finish_step();  // listed twice: in turn
+    const Tensor copy = weight_bf16_copy_to_fill(param);  // under autocast: the next forward's operand
     gathered_.push_back({step, param.data<float>(), grad.data<float>(), state.buffers[0].data<float>(),
-                         state.buffers[1].data<float>(), param.numel()});
+                         state.buffers[1].data<float>(), param.numel(),
+                         copy.defined() ? reinterpret_cast<uint16_t*>(copy.data<BFloat16>()) : nullptr});
+    if (copy.defined()) bf16_copies_.emplace_back(param, copy);
     return;
   }
   dispatch_floating(param.dtype(), type_name(), [&]<typename T>() {
@@ -220,6 +224,7 @@ void Adam::adam_update(Tensor& param, const Tensor& grad, ParamState& state, dou
 void Adam::finish_step() {
   const std::vector<kernels::AdamTensor> updates = std::exchange(gathered_, {});
   kernels::adam_steps(updates);
+  for (const auto& [param, copy] : std::exchange(bf16_copies_, {})) keep_weight_bf16_copy(param, copy);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, const std::vector<Tensor>& no_decay)

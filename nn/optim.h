@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/kernels/optim.h"
@@ -109,6 +110,7 @@ class Adam : public Optimizer {
 
  private:
   std::vector<kernels::AdamTensor> gathered_;
+  std::vector<std::pair<Tensor, Tensor>> bf16_copies_;  // (weight, the autocast copy its update writes)
 };
 
 struct AdamWOptions {

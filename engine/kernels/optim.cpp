@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/dtype.h"
 #include "engine/kernels/parallel.h"
 
 namespace ag::kernels {
@@ -10,10 +11,11 @@ namespace ag::kernels {
 namespace {
 
 // The loop, inlined into each clone below. The constants are locals and the arrays __restrict, so
-// nothing is reloaded per element.
-template <typename T>
+// nothing is reloaded per element. With kRounded, p's new values rounded to bf16 go to `rounded` too.
+template <typename T, bool kRounded = false>
 [[gnu::always_inline]] inline void adam_range(const AdamStep& step, T* __restrict p, const T* __restrict g,
-                                              T* __restrict m, T* __restrict v, int64_t n) {
+                                              T* __restrict m, T* __restrict v, int64_t n,
+                                              uint16_t* __restrict rounded = nullptr) {
   const T beta1 = step.beta1, beta2 = step.beta2, eps = step.eps, l2 = step.l2, kept = step.kept;
   const T one_minus_beta1 = 1 - step.beta1, one_minus_beta2 = 1 - step.beta2;
   const T correction2 = step.correction2, step_size = step.step_size;
@@ -24,6 +26,7 @@ template <typename T>
     v[i] = v[i] * beta2 + one_minus_beta2 * d * d;
     const T update = m[i] / (std::sqrt(v[i]) / correction2 + eps);  // exp_avg / denom
     p[i] = p[i] * kept + step_size * update;                        // param.addcdiv_(exp_avg, denom, -step_size)
+    if constexpr (kRounded) rounded[i] = bf16_bits_from_f32(p[i]);
   }
 }
 
@@ -31,6 +34,11 @@ template <typename T>
                                                                                         const float* g, float* m,
                                                                                         float* v, int64_t n) {
   adam_range(step, p, g, m, v, n);
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void adam_range_f32_rounded(
+    const AdamStep& step, float* p, const float* g, float* m, float* v, uint16_t* rounded, int64_t n) {
+  adam_range<float, true>(step, p, g, m, v, n, rounded);
 }
 
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void adam_range_f64(const AdamStep& step, double* p,
@@ -64,7 +72,11 @@ void adam_steps(const std::vector<AdamTensor>& tensors) {
     for (; i < tensors.size() && starts[i] < end; ++i) {
       const AdamTensor& t = tensors[i];
       const int64_t first = std::max(begin, starts[i]) - starts[i], last = std::min(end, starts[i + 1]) - starts[i];
-      if (first < last)
+      if (first >= last) continue;
+      if (t.param_bf16)
+        adam_range_f32_rounded(t.step, t.param + first, t.grad + first, t.exp_avg + first, t.exp_avg_sq + first,
+                               t.param_bf16 + first, last - first);
+      else
         adam_range_f32(t.step, t.param + first, t.grad + first, t.exp_avg + first, t.exp_avg_sq + first, last - first);
     }
   });

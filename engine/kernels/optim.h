@@ -31,10 +31,13 @@ struct AdamTensor {
   float* exp_avg;
   float* exp_avg_sq;
   int64_t n;
+  uint16_t* param_bf16 = nullptr;  // when set: the updated param rounded to bf16 (bf16_bits_from_f32) here too
 };
 // Every tensor's adam_step in one parallel region, their elements shared evenly between the threads
 // as if they were one array: a model's many small parameters (biases, layer norms) then take one
-// fork and join, not one each, and keep both threads busy. The same bits as adam_step on each.
+// fork and join, not one each, and keep both threads busy. The same bits as adam_step on each; a
+// param_bf16 gets the bits to(param, DType::bf16) would give, written in the same pass (autocast's
+// copy of a weight, so the next forward converts nothing: engine/autocast.h).
 void adam_steps(const std::vector<AdamTensor>& tensors);
 
 }  // namespace ag::kernels

@@ -18,6 +18,7 @@
 #include "engine/ops.h"
 #include "engine/threads.h"
 #include "nn/gpt.h"
+#include "nn/optim.h"
 #include "tests/golden_util.h"
 #include "tests/test_util.h"
 
@@ -414,6 +415,42 @@ TEST(Bf16Autocast, DropoutWritesItsOutputsBf16CopyInItsOwnPass) {
   expect_keeps_its_bf16_copy(y, "dropout's output");
   const Tensor sum_out = add_dropout(x, x, 0.3, true, autocast_gen);
   EXPECT_FALSE(sum_out.impl()->bf16_copy) << "add_dropout's output";
+}
+
+// Adam's step writes a weight's next bf16 copy in its own pass: the next product's operand holds the
+// bits a conversion of the new weight would give, in the old copy's memory when nothing else holds
+// that (else a new copy, the held one left as it was); the weight's own update is the same bits
+// as without autocast. A weight no product read under autocast gets no copy.
+TEST(Bf16Autocast, AdamWritesAWeightsNextBf16CopyInItsOwnPass) {
+  SKIP_WITHOUT_AVX512_BF16();
+  Generator gen(5);
+  const Tensor init = randn({37, 29}, DType::f32, gen);  // odd sizes: vector tails
+  const Tensor x = randn({6, 29}, DType::f32, gen);
+  Tensor w = clone(init).requires_grad_(), w_plain = clone(init).requires_grad_();
+  Tensor unused = randn({5}, DType::f32, gen).requires_grad_();
+  nn::Adam adam({w, unused}, {.lr = 0.1}), adam_plain({w_plain}, {.lr = 0.1});
+  AutocastGuard autocast;
+  for (int step = 0; step < 3; ++step) {
+    sum(linear(x, w)).backward();
+    w_plain.set_grad(clone(w.grad()));
+    unused.set_grad(ones({5}));
+    const void* old_copy = autocast_operand(w).raw_data();
+    const Tensor held = step == 2 ? autocast_operand(w) : Tensor();  // as a live graph's node would
+    const std::vector<uint16_t> held_bits = held.defined() ? bits_of(held) : std::vector<uint16_t>();
+    adam.step();
+    adam_plain.step();
+    ASSERT_EQ(w.to_vector(), w_plain.to_vector()) << "step " << step;
+    const Tensor copy = autocast_operand(w);
+    EXPECT_EQ(bits_of(copy), bits_of(to(w.detach(), DType::bf16))) << "step " << step;
+    if (held.defined()) {
+      EXPECT_NE(copy.raw_data(), old_copy) << "a held copy was overwritten";
+      EXPECT_EQ(bits_of(held), held_bits) << "a held copy was overwritten";
+    } else {
+      EXPECT_EQ(copy.raw_data(), old_copy) << "step " << step << ": the copy was converted again, not written by Adam";
+    }
+    EXPECT_FALSE(weight_bf16_copy_to_fill(unused).defined()) << "a weight no product read got a copy";
+    w.set_grad({});
+  }
 }
 
 // A decoder's cache grown by a position, or with its rows picked, carries its bf16 copy built from

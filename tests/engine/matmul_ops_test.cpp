@@ -407,7 +407,9 @@ TEST(LinearOps, AddEqualsTheComposition) {
             std::vector<std::vector<double>> results[2];
             for (const bool fused : {true, false}) {
               const Tensor out = fused ? linear_add(x, w, b, r) : add(r, linear(x, w, b));
-              if (fused) EXPECT_EQ(out.grad_fn()->name, "LinearAddBackward");
+              if (fused) {
+                EXPECT_EQ(out.grad_fn()->name, "LinearAddBackward");
+              }
               sum(mul(out, u)).backward();
               results[fused] = {out.to_vector(), x.grad().to_vector(), w.grad().to_vector(),
                                 with_bias ? b.grad().to_vector() : std::vector<double>(), r.grad().to_vector()};
