@@ -45,12 +45,12 @@ struct Cdf {
   }
 }
 
-// gelu′(x) = Φ(x) + x · φ(x)
-[[gnu::always_inline]] inline float derivative(float x) {
+// gelu′(x) = Φ(x) + x · φ(x), from x's Cdf
+[[gnu::always_inline]] inline float derivative_of(float x, const Cdf& c) {
   constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // φ(x) = e^(−x²/2)/√(2π)
-  const Cdf c = twice_cdf(x);
   return 0.5f * c.twice_cdf + x * kInvSqrt2Pi * c.gauss;
 }
+[[gnu::always_inline]] inline float derivative(float x) { return derivative_of(x, twice_cdf(x)); }
 
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void gelu_derivative_range(const float* x,
                                                                                                float* out, int64_t n) {
@@ -65,6 +65,28 @@ struct Cdf {
   for (int64_t i = 0; i < n; ++i) {
     const float d = derivative(x[i]);  // rounded to f32 first, as gelu_derivative's output is
     out[i] = grad[i] * d;
+  }
+}
+
+// x · Φ(x), with gelu′(x) written to *derivative. (A Cdf named in an `omp simd` loop's body is kept
+// in memory, per lane, and the loop is not vectorised; inlined from here it is not.)
+[[gnu::always_inline]] inline float gelu_and_derivative(float x, float* derivative) {
+  const Cdf c = twice_cdf(x);
+  *derivative = derivative_of(x, c);
+  return 0.5f * x * c.twice_cdf;
+}
+
+[[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void gelu_and_derivative_range(
+    const float* x, float* out, uint16_t* out_bf16, float* d, int64_t n) {
+  if (out_bf16 == nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = gelu_and_derivative(x[i], d + i);
+    return;
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = gelu_and_derivative(x[i], d + i);
+    out_bf16[i] = bf16_bits_from_f32(out[i]);
   }
 }
 
@@ -94,8 +116,11 @@ void gelu_erf_backward(const float* grad, const float* x, float* out, int64_t n)
   });
 }
 
-void gelu_erf_backward_on_this_thread(const float* grad, const float* x, float* out, int64_t n) {
-  gelu_backward_range(grad, x, out, n);
+void gelu_erf_with_derivative(const float* x, float* out, uint16_t* out_bf16, float* derivative, int64_t n) {
+  parallel_for_ranges(n, kCostPerElement, [&](int64_t begin, int64_t end) {
+    gelu_and_derivative_range(x + begin, out + begin, out_bf16 ? out_bf16 + begin : nullptr, derivative + begin,
+                              end - begin);
+  });
 }
 
 }  // namespace ag::kernels

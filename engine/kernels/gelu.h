@@ -16,7 +16,9 @@ void gelu_erf_with_bf16(const float* x, float* out, uint16_t* out_bf16, int64_t 
 void gelu_erf_derivative(const float* x, float* out, int64_t n);  // Φ(x) + x · φ(x)
 // grad · (Φ(x) + x · φ(x)) in one pass: the numbers of gelu_erf_derivative, then the product.
 void gelu_erf_backward(const float* grad, const float* x, float* out, int64_t n);
-// The same on the calling thread alone: for a kernel already running on its own share of rows.
-void gelu_erf_backward_on_this_thread(const float* grad, const float* x, float* out, int64_t n);
+// x · Φ(x) and Φ(x) + x · φ(x) in one pass, the numbers of gelu_erf and gelu_erf_derivative, with
+// out_bf16 (or null) out rounded to bf16 as well: a Linear's GELU, whose backward then multiplies by
+// the derivative instead of computing Φ again (the erf's division and exponential are the cost).
+void gelu_erf_with_derivative(const float* x, float* out, uint16_t* out_bf16, float* derivative, int64_t n);
 
 }  // namespace ag::kernels

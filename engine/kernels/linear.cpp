@@ -10,7 +10,6 @@
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/check.h"
 #include "engine/kernels/dnnl_compat.h"
-#include "engine/kernels/gelu.h"
 #include "engine/kernels/onednn.h"
 #include "engine/kernels/parallel.h"
 #include "engine/kernels/reduce.h"
@@ -108,45 +107,59 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
 
 namespace {
 
-// One row's columns of linear_output_gradient in one loop: gz = g · scale where out > 0 (or g), written as
-// the operand (rounded to bf16, or f32) and added to the f64 sums. A template per case, so each
-// loop is branch-free and vectorised.
-template <bool kRelu, bool kSums, typename Out>
-[[gnu::always_inline]] inline void output_gradient_row(const float* __restrict g, const float* __restrict out,
+// What multiplies g in linear_output_gradient: nothing, a ReLU's mask (g · scale where the saved
+// output > 0), or a GELU's saved derivative (g · gelu′(z)).
+enum class Factor { none, relu_mask, derivative };
+
+// One row's columns of linear_output_gradient in one loop: gz = g times its factor, written as the
+// operand (rounded to bf16, or f32) and added to the f64 sums. A template per case, so each loop is
+// branch-free and vectorised.
+template <Factor kFactor, bool kSums, typename Out>
+[[gnu::always_inline]] inline void output_gradient_row(const float* __restrict g, const float* __restrict saved,
                                                        Out* __restrict gz, double* __restrict sums, int64_t width,
                                                        float scale) {
   for (int64_t j = 0; j < width; ++j) {
-    // g read whatever out is: read only where out > 0, its vector load waited on out's compare
-    // (a masked load, 3.5% of a bf16 Transformer step on the one relu layer's pass)
-    const float scaled = g[j] * scale;
-    const float v = kRelu ? (out[j] > 0 ? scaled : 0.0f) : g[j];
+    float v = g[j];
+    if constexpr (kFactor == Factor::relu_mask) {
+      // g read whatever out is: read only where out > 0, its vector load waited on out's compare
+      // (a masked load, 3.5% of a bf16 Transformer step on the one relu layer's pass)
+      const float scaled = g[j] * scale;
+      v = saved[j] > 0 ? scaled : 0.0f;
+    }
+    if constexpr (kFactor == Factor::derivative) v = g[j] * saved[j];
     if constexpr (kSums) sums[j] += v;
     if constexpr (std::is_same_v<Out, uint16_t>) gz[j] = bf16_bits_from_f32(v);
     if constexpr (std::is_same_v<Out, float>) gz[j] = v;
   }
 }
 
-// The rows [first, last) of columns [begin, end) (g's and out's rows n wide, gz's too), each row's
-// gz added to sums (end − begin of them) when given.
-template <bool kRelu, bool kSums, typename Out>
+// The rows [first, last) of columns [begin, end) (g's, saved's and gz's rows n wide), each row's gz
+// added to sums (end − begin of them) when given.
+template <Factor kFactor, bool kSums, typename Out>
 [[gnu::target_clones("arch=x86-64-v4", "arch=haswell", "default")]] void output_gradient_rows(
-    const float* g, const float* out, Out* gz, double* sums, int64_t n, int64_t first, int64_t last, int64_t begin,
+    const float* g, const float* saved, Out* gz, double* sums, int64_t n, int64_t first, int64_t last, int64_t begin,
     int64_t end, float scale) {
   for (int64_t r = first; r < last; ++r)
-    output_gradient_row<kRelu, kSums>(g + r * n + begin, kRelu ? out + r * n + begin : nullptr, gz + r * n + begin,
-                                      sums, end - begin, scale);
+    output_gradient_row<kFactor, kSums>(g + r * n + begin, kFactor != Factor::none ? saved + r * n + begin : nullptr,
+                                        gz + r * n + begin, sums, end - begin, scale);
 }
 
 template <typename Out>
-void output_gradient_rows(const float* g, const float* out, Out* gz, double* sums, int64_t n, int64_t first,
-                          int64_t last, int64_t begin, int64_t end, float scale) {
-  const auto run = [&]<bool kRelu, bool kSums>() {
-    output_gradient_rows<kRelu, kSums, Out>(g, out, gz, sums, n, first, last, begin, end, scale);
+void output_gradient_rows(Factor factor, const float* g, const float* saved, Out* gz, double* sums, int64_t n,
+                          int64_t first, int64_t last, int64_t begin, int64_t end, float scale) {
+  const auto run = [&]<Factor kFactor>() {
+    if (sums != nullptr)
+      return output_gradient_rows<kFactor, true, Out>(g, saved, gz, sums, n, first, last, begin, end, scale);
+    output_gradient_rows<kFactor, false, Out>(g, saved, gz, sums, n, first, last, begin, end, scale);
   };
-  if (out != nullptr && sums != nullptr) return run.template operator()<true, true>();
-  if (out != nullptr) return run.template operator()<true, false>();
-  if (sums != nullptr) return run.template operator()<false, true>();
-  run.template operator()<false, false>();
+  switch (factor) {
+    case Factor::none:
+      return run.template operator()<Factor::none>();
+    case Factor::relu_mask:
+      return run.template operator()<Factor::relu_mask>();
+    case Factor::derivative:
+      return run.template operator()<Factor::derivative>();
+  }
 }
 
 }  // namespace
@@ -156,25 +169,17 @@ LinearOutputGradient linear_output_gradient(const Tensor& g, const Tensor& saved
   const int64_t rows = g.size(0), n = g.size(1);
   LinearOutputGradient result{empty({rows, n}, bf16 ? DType::bf16 : DType::f32), bias ? empty({n}) : Tensor()};
   const float* pg = g.data<float>();
-  const float* po = activation == Activation::relu ? saved.data<float>() : nullptr;
+  const float* ps = activation != Activation::none ? saved.data<float>() : nullptr;
+  const Factor factor = activation == Activation::relu   ? Factor::relu_mask
+                        : activation == Activation::gelu ? Factor::derivative
+                                                         : Factor::none;
   const auto scale = static_cast<float>(relu_scale);
-  const auto write = [&](const float* from, const float* out, int64_t n_from, int64_t first, int64_t last,
-                         int64_t begin, int64_t end, int64_t at, double* sums) {
-    if (bf16)
-      output_gradient_rows(from, out, reinterpret_cast<uint16_t*>(result.operand.data<BFloat16>()) + at, sums, n_from,
-                           first, last, begin, end, scale);
-    else
-      output_gradient_rows(from, out, result.operand.data<float>() + at, sums, n_from, first, last, begin, end, scale);
-  };
   const auto pass = [&](int64_t first, int64_t last, int64_t begin, int64_t end, double* sums) {
-    if (activation != Activation::gelu) return write(pg, po, n, first, last, begin, end, 0, sums);
-    // g · gelu′(z) a row at a time into a row the next loop reads while it is in L1
-    std::vector<float> gz(end - begin);
-    for (int64_t r = first; r < last; ++r) {
-      kernels::gelu_erf_backward_on_this_thread(pg + r * n + begin, saved.data<float>() + r * n + begin, gz.data(),
-                                                end - begin);
-      write(gz.data(), nullptr, end - begin, 0, 1, 0, end - begin, r * n + begin, sums);
-    }
+    if (bf16)
+      output_gradient_rows(factor, pg, ps, reinterpret_cast<uint16_t*>(result.operand.data<BFloat16>()), sums, n, first,
+                           last, begin, end, scale);
+    else
+      output_gradient_rows(factor, pg, ps, result.operand.data<float>(), sums, n, first, last, begin, end, scale);
   };
   if (!bias) {  // each element on its own: ranges of rows, each thread's memory contiguous
     parallel_for_ranges(rows, n, [&](int64_t first, int64_t last) { pass(first, last, 0, n, nullptr); });

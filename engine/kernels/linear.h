@@ -16,7 +16,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
                       const Tensor& residual = {});
 
 // A linear's backward, its pass over the output gradient g (rows, N) f32, reading g (and the
-// activation's saved tensor: a ReLU's output, or a GELU's input, the product) once: gz = g where
+// activation's saved tensor: a ReLU's output, or a GELU's derivative gelu′(z)) once: gz = g where
 // out > 0 (g · relu_scale there for a ReLU's output after dropout, relu_scale = 1/(1 − p): the
 // kept elements are where out > 0), g · gelu′(z) as gelu's backward computes it, or g, written as the products' operand
 // (bf16-rounded as to(gz, DType::bf16) when `bf16`), and with `bias` its column sums

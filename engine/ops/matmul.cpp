@@ -110,14 +110,6 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            bias.defined() ? dtype_name(bias.dtype()) : "none");
 }
 
-// The GELU's input z = x Wᵀ + b (rows, out) as a linear's backward reads it: saved, or, when the
-// backward is recorded (create_graph), recomputed with recorded ops, since the second order needs
-// how z depends on x, W and b.
-Tensor gelu_input(const BackwardContext& c, const Shape& rows_shape) {
-  if (grad_enabled()) return linear(c.saved[0], c.saved[1], c.saved[3]);
-  return reshape(c.saved[2], rows_shape);
-}
-
 // A linear's backward, from the output gradient: gz = g where out > 0 (after a ReLU; g · relu_scale
 // after a ReLU and dropout), g · gelu′(z) (after a GELU) or g, (rows, out), as the products' operand
 // (bf16 under autocast), and db = Σ_rows gz if the bias wants it. One pass of the kernel
@@ -133,7 +125,11 @@ LinearOutputGradient output_gradient(const BackwardContext& c, const Shape& rows
   Tensor gz = g;  // (rows, out)
   if (activation == Activation::relu) gz = threshold_backward(g, reshape(c.saved[2], rows_shape));
   if (relu_scale != 1) gz = mul(gz, relu_scale);
-  if (activation == Activation::gelu) gz = gelu_erf_backward(g, gelu_input(c, rows_shape));
+  // after a GELU: the saved gelu′(z), or, when the backward is recorded (create_graph), z = x Wᵀ + b
+  // recomputed with recorded ops, since the second order needs how z depends on x, W and b
+  if (activation == Activation::gelu)
+    gz = grad_enabled() ? gelu_erf_backward(g, linear(c.saved[0], c.saved[1], c.saved[3]))
+                        : mul(g, reshape(c.saved[2], rows_shape));
   return {bf16 ? to(gz, DType::bf16) : gz, needs_bias ? sum(gz, {0}) : Tensor()};
 }
 
@@ -175,25 +171,24 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
   const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));  // 1 for a 1-D x
   const Tensor x_rows = reshape(bf16 ? autocast_operand(x) : x, {rows, in});  // (rows, in)
   const Tensor w = bf16 ? autocast_operand(weight) : weight;                  // (out, in)
-  // A GELU runs in its own pass after the product, which its backward reads (z = x Wᵀ + b).
+  // A GELU runs in its own pass after the product (z = x Wᵀ + b), writing gelu′(z) for the backward.
   const Activation epilogue = activation == Activation::gelu ? Activation::none : activation;
   // the residual as the kernel reads it, (rows, out): a view the node does not record (it records residual)
   const Tensor residual_rows = residual.defined() ? reshape(residual.detach(), {rows, out_features}) : Tensor();
   const Tensor product = reshape(linear_forward(x_rows, w, bias, epilogue, residual_rows), out_shape);  // (..., out)
   Tensor out = product;
+  Tensor activation_saved;  // what the activation's backward reads: a ReLU's output, a GELU's gelu′(z)
   if (activation == Activation::gelu) {
-    NoGradGuard no_grad;  // this node records the GELU with the product
-    out = gelu(product);  // (..., out), with its bf16 copy under autocast
+    GeluAndDerivative activated = gelu_erf_and_derivative(product);  // with its bf16 copy under autocast
+    out = activated.out;                                             // (..., out)
+    activation_saved = activated.derivative;                         // (..., out)
   }
   if (dropout) {  // one pass over the ReLU's output, writing its bf16 copy under autocast
     const bool bf16_copy = autocast_enabled() && out.dtype() == DType::f32;
     const Tensor copy = apply_dropout_in_place(out, dropout->p, *dropout->gen, bf16_copy);
     if (bf16_copy) attach_bf16_copy(out, copy);
   }
-  // A ReLU's backward reads its output; a GELU's its input z (and, recomputing z, the bias).
-  Tensor activation_saved;
   if (activation == Activation::relu) activation_saved = out;
-  if (activation == Activation::gelu) activation_saved = product;
   // what dropout scales a kept element of the output by, 1/(1 − p) in out's dtype
   const double relu_scale = dropout ? dropout_scale(out.dtype(), dropout->p, dropout->gen->style()) : 1.0;
   const char* name = dropout              ? "LinearReluDropoutBackward"
