@@ -17,8 +17,9 @@ void gelu_erf_derivative(const float* x, float* out, int64_t n);  // Φ(x) + x �
 // grad · (Φ(x) + x · φ(x)) in one pass: the numbers of gelu_erf_derivative, then the product.
 void gelu_erf_backward(const float* grad, const float* x, float* out, int64_t n);
 // x · Φ(x) and Φ(x) + x · φ(x) in one pass, the numbers of gelu_erf and gelu_erf_derivative, with
-// out_bf16 (or null) out rounded to bf16 as well: a Linear's GELU, whose backward then multiplies by
-// the derivative instead of computing Φ again (the erf's division and exponential are the cost).
+// out_bf16 (or null) out rounded to bf16 as well; derivative may be x itself (each element is read
+// before it is written): a Linear's GELU, whose backward then multiplies by the derivative instead of
+// computing Φ again (the erf's division and exponential are the cost).
 void gelu_erf_with_derivative(const float* x, float* out, uint16_t* out_bf16, float* derivative, int64_t n);
 
 }  // namespace ag::kernels

@@ -175,13 +175,12 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
   const Activation epilogue = activation == Activation::gelu ? Activation::none : activation;
   // the residual as the kernel reads it, (rows, out): a view the node does not record (it records residual)
   const Tensor residual_rows = residual.defined() ? reshape(residual.detach(), {rows, out_features}) : Tensor();
-  const Tensor product = reshape(linear_forward(x_rows, w, bias, epilogue, residual_rows), out_shape);  // (..., out)
+  Tensor product = reshape(linear_forward(x_rows, w, bias, epilogue, residual_rows), out_shape);  // (..., out)
   Tensor out = product;
   Tensor activation_saved;  // what the activation's backward reads: a ReLU's output, a GELU's gelu′(z)
   if (activation == Activation::gelu) {
-    GeluAndDerivative activated = gelu_erf_and_derivative(product);  // with its bf16 copy under autocast
-    out = activated.out;                                             // (..., out)
-    activation_saved = activated.derivative;                         // (..., out)
+    out = gelu_erf_keeping_derivative(product);  // (..., out), with its bf16 copy under autocast
+    activation_saved = product;                  // gelu′(z) now, in z's memory
   }
   if (dropout) {  // one pass over the ReLU's output, writing its bf16 copy under autocast
     const bool bf16_copy = autocast_enabled() && out.dtype() == DType::f32;

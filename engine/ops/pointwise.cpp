@@ -108,16 +108,20 @@ Tensor gelu_erf_backward(const Tensor& g, const Tensor& x) {
   return dx;
 }
 
-GeluAndDerivative gelu_erf_and_derivative(const Tensor& x) {
+Tensor gelu_erf_keeping_derivative(Tensor& z) {
   NoGradGuard no_grad;
-  if (x.dtype() != DType::f32) return {gelu(x), gelu_derivative(x, GeluApproximation::none)};
-  Tensor out = empty(x.shape(), DType::f32), derivative = empty(x.shape(), DType::f32);
-  const Tensor out_bf16 = autocast_enabled() ? empty(x.shape(), DType::bf16) : Tensor();
-  kernels::gelu_erf_with_derivative(x.data<float>(), out.data<float>(),
-                                    out_bf16.defined() ? &out_bf16.data<BFloat16>()->bits : nullptr,
-                                    derivative.data<float>(), x.numel());
+  if (z.dtype() != DType::f32) {
+    Tensor out = gelu(z);
+    z = gelu_derivative(z, GeluApproximation::none);
+    return out;
+  }
+  Tensor out = empty(z.shape(), DType::f32);
+  const Tensor out_bf16 = autocast_enabled() ? empty(z.shape(), DType::bf16) : Tensor();
+  kernels::gelu_erf_with_derivative(z.data<float>(), out.data<float>(),
+                                    out_bf16.defined() ? &out_bf16.data<BFloat16>()->bits : nullptr, z.data<float>(),
+                                    z.numel());
   if (out_bf16.defined()) attach_bf16_copy(out, out_bf16);
-  return {out, derivative};
+  return out;
 }
 
 // Each row of pointwise_rows.h as `exp_row`, with its function when it has one.

@@ -21,13 +21,11 @@ Tensor threshold_backward(const Tensor& grad, const Tensor& out);
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
 // gelu's backward (erf form), g · gelu′(x): one pass when nothing records, recorded ops otherwise.
 Tensor gelu_erf_backward(const Tensor& g, const Tensor& x);
-// gelu(x) (erf form) and gelu′(x), recording nothing, for a node whose unrecorded backward
-// multiplies by the derivative (a Linear's GELU: linear_output_gradient): in f32 one pass
-// (kernels::gelu_erf_with_derivative), the output carrying its bf16 copy under autocast as gelu's
-// does; in other dtypes gelu's and gelu_erf_backward's own numbers.
-struct GeluAndDerivative {
-  Tensor out, derivative;
-};
-GeluAndDerivative gelu_erf_and_derivative(const Tensor& x);
+// gelu(z) (erf form), recording nothing, with z then holding gelu′(z): for a node whose unrecorded
+// backward multiplies by the derivative, z a product nothing else holds (a Linear's GELU:
+// linear_output_gradient). In f32 one pass (kernels::gelu_erf_with_derivative) writing the
+// derivative over z, the output carrying its bf16 copy under autocast as gelu's does; in other
+// dtypes gelu's and gelu_erf_backward's own numbers, z the derivative's new tensor.
+Tensor gelu_erf_keeping_derivative(Tensor& z);
 
 }  // namespace ag
