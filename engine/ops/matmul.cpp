@@ -178,9 +178,12 @@ Tensor linear_node(const Tensor& x, const Tensor& weight, const Tensor& bias, Ac
   Tensor product = reshape(linear_forward(x_rows, w, bias, epilogue, residual_rows), out_shape);  // (..., out)
   Tensor out = product;
   Tensor activation_saved;  // what the activation's backward reads: a ReLU's output, a GELU's gelu′(z)
-  if (activation == Activation::gelu) {
+  if (activation == Activation::gelu && needs_recording({&x, &weight, &bias})) {
     out = gelu_erf_keeping_derivative(product);  // (..., out), with its bf16 copy under autocast
     activation_saved = product;                  // gelu′(z) now, in z's memory
+  } else if (activation == Activation::gelu) {   // no backward to come: the GELU alone
+    NoGradGuard no_grad;
+    out = gelu(product);  // (..., out), with its bf16 copy under autocast
   }
   if (dropout) {  // one pass over the ReLU's output, writing its bf16 copy under autocast
     const bool bf16_copy = autocast_enabled() && out.dtype() == DType::f32;
