@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string_view>
 
 #ifdef ATTOGRAD_TCMALLOC
 #include <gperftools/malloc_extension.h>
@@ -20,9 +21,20 @@ namespace {
 // the quiet times and cut that to about 330 ms (tools/bench/omp_wait.sh; figures in
 // tools/bench/README.md, "Waiting threads"). libgomp reads the setting once, as it loads, before
 // main: so the program sets it and starts itself again, unless the user chose (OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT set) or a preloaded tool (valgrind, heaptrack) is watching this process.
+// GOMP_SPINCOUNT set), a preloaded tool (valgrind, heaptrack) is watching this process, or the
+// user binds threads to places (OMP_PROC_BIND other than false, or OMP_PLACES): libgomp has then
+// already bound this thread to the first place as it loaded, and the restarted process would
+// inherit that one CPU and put every thread on it (a 2-thread bf16 Transformer step took 60 ms,
+// the time of one thread, against 33 ms).
+bool binds_threads() {
+  const char* bind = std::getenv("OMP_PROC_BIND");
+  const bool bind_off = bind != nullptr && (std::string_view(bind) == "false" || std::string_view(bind) == "FALSE");
+  return (bind != nullptr && !bind_off) || (std::getenv("OMP_PLACES") != nullptr && !bind_off);
+}
+
 void spin_briefly_between_regions(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT") || std::getenv("LD_PRELOAD")) return;
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT") || std::getenv("LD_PRELOAD") || binds_threads())
+    return;
   setenv("GOMP_SPINCOUNT", "3000", 1);
   execv("/proc/self/exe", argv);  // returns only if it failed: run on with libgomp's default
   unsetenv("GOMP_SPINCOUNT");
