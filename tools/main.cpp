@@ -1,9 +1,9 @@
 // The `attograd` program: everything is in ag::cli::run (tools/attograd.cpp). Started by mpirun,
 // it is one rank of a data-parallel job (nn/distributed.h).
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <string_view>
 
 #ifdef ATTOGRAD_TCMALLOC
 #include <gperftools/malloc_extension.h>
@@ -28,8 +28,8 @@ namespace {
 // the time of one thread, against 33 ms).
 bool binds_threads() {
   const char* bind = std::getenv("OMP_PROC_BIND");
-  const bool bind_off = bind != nullptr && (std::string_view(bind) == "false" || std::string_view(bind) == "FALSE");
-  return (bind != nullptr && !bind_off) || (std::getenv("OMP_PLACES") != nullptr && !bind_off);
+  if (bind != nullptr && strcasecmp(bind, "false") == 0) return false;  // libgomp reads it case-blind
+  return bind != nullptr || std::getenv("OMP_PLACES") != nullptr;
 }
 
 void spin_briefly_between_regions(char** argv) {
