@@ -29,11 +29,17 @@ column_median() { awk -v t="$2" -v c="$3" '$1 == t {print $c}' "$1" | median; }
 
 peak_mb() { sed -n 's/.*Maximum resident set size (kbytes): //p' "$1" | awk '{printf "%.0f", $1/1024}'; }
 
-require_openblas() {  # $1: the calling script's name
-  update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -q "^Value: .*openblas" || {
-    echo "$1: the PyTorch peer needs OpenBLAS: apt-get install libopenblas0-openmp" >&2
+# `require_peer NAME`: refuses to start, naming the Debian packages to install, where the PyTorch
+# peer cannot run (no torch for /usr/bin/python3) or would run on the reference BLAS (~2 GFLOP/s).
+require_peer() {
+  local missing=()
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || missing+=(python3-torch)
+  update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -q "^Value: .*openblas" ||
+    missing+=(libopenblas0-openmp)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "$1: the PyTorch peer needs ${missing[*]}: apt-get install ${missing[*]}" >&2
     exit 2
-  }
+  fi
 }
 
 # `autocast_training_line THREADS OURS PEER`: the medians line of our bf16 training tokens/s against
@@ -84,5 +90,5 @@ charlm_setup() {
   peer="${ATTOGRAD_PEER:-$root/../shared/peer}/charlm_torch.py"
   "$root/tools/fetch_data.sh"
   data="$("$root/tools/fetch_data.sh" --where)/moby-dick.txt"
-  require_openblas "$name"
+  require_peer "$name"
 }

@@ -37,7 +37,7 @@ attograd="$(attograd_program "$root" g2p_compare)"
 peer="${ATTOGRAD_PEER:-$root/../shared/peer}/g2p_torch.py"
 "$root/tools/fetch_data.sh"
 data="$("$root/tools/fetch_data.sh" --where)/cmudict/index.js"
-require_openblas g2p_compare
+require_peer g2p_compare
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

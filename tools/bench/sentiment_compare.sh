@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--runs N] [--threads T] [--seed S]" >&2; exit 2 ;;
   esac
 done
-require_openblas sentiment_compare
+require_peer sentiment_compare
 "$root/tools/fetch_data.sh"
 data="$("$root/tools/fetch_data.sh" --where)/uci-sentiment"
 work="$(mktemp -d)"

@@ -13,7 +13,7 @@ runs=3 iters=20 precision=f32
 read_run_flags transformer_compare.sh "$@"
 attograd="$(attograd_program "$root" transformer_compare.sh)"
 peer="${ATTOGRAD_PEER:-$root/../shared/peer}/attn_bench_torch.py"
-require_openblas transformer_compare.sh
+require_peer transformer_compare.sh
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
