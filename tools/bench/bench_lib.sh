@@ -49,6 +49,12 @@ autocast_training_line() {
     'BEGIN {printf "threads %s medians: training (ours bf16) %.0f vs PyTorch bf16 autocast %.0f tok/s = %.2fx\n", t, a, e, a / e}'
 }
 
+# `whole_number NAME FLAG VALUE`: refuses a VALUE of FLAG that is not a whole number ≥ 1 (an empty
+# one too: the flag given last, without its value).
+whole_number() {
+  [[ "$3" =~ ^[1-9][0-9]*$ ]] || { echo "$1: $2 must be a whole number ≥ 1, got '$3'" >&2; exit 2; }
+}
+
 # `read_run_flags NAME "$@"`: --runs N, --iters N and --precision f32|bf16 into runs, iters and
 # precision (the caller sets their defaults first).
 read_run_flags() {
@@ -56,9 +62,9 @@ read_run_flags() {
   shift
   while [ $# -gt 0 ]; do
     case "$1" in
-      --runs) runs="$2"; shift 2 ;;
-      --iters) iters="$2"; shift 2 ;;
-      --precision) precision="$2"; shift 2 ;;
+      --runs) whole_number "$name" "$1" "${2:-}"; runs="$2"; shift 2 ;;
+      --iters) whole_number "$name" "$1" "${2:-}"; iters="$2"; shift 2 ;;
+      --precision) precision="${2:-}"; shift $(($# < 2 ? 1 : 2)) ;;
       *) echo "usage: $name [--runs N] [--iters N] [--precision f32|bf16]" >&2; exit 2 ;;
     esac
   done

@@ -13,8 +13,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 peer="${ATTOGRAD_PEER:-$root/../shared/peer}"
+source "$root/tools/bench/bench_lib.sh"
 iters=20
-[ "${1:-}" = "--iters" ] && iters="$2"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --iters) whole_number compare.sh "$1" "${2:-}"; iters="$2"; shift 2 ;;
+    *) echo "usage: compare.sh [--iters K]" >&2; exit 2 ;;
+  esac
+done
+require_peer compare.sh
 build="${ATTOGRAD_BENCH_BUILD:-$root/build-bench}"  # any build with ATTOGRAD_BENCH=ON
 out="$build/compare-logs"  # every raw output of the last run
 rm -rf "$out" && mkdir -p "$out"
@@ -25,15 +32,6 @@ cmake --build "$build" -j 2 --target attograd kernels_bench >&2
   cmake -S "$peer/dnnl" -B "$build/peer-dnnl" -DCMAKE_BUILD_TYPE=Release >&2
   cmake --build "$build/peer-dnnl" >&2
 }
-
-# The peer as RESULTS.md measured it: Debian's torch on OpenBLAS (openmp). With only the reference
-# BLAS (libblas3, which python3-torch pulls in) torch's matmul runs at ~2 GFLOP/s instead of ~115.
-if ! update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -q "^Value: .*openblas"; then
-  echo "compare.sh: installing libopenblas0-openmp so the PyTorch peer is not on the reference BLAS" >&2
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libopenblas0-openmp >&2
-fi
 
 # Timings on a machine that is compiling are meaningless: wait (up to 10 minutes) for it to be idle.
 busy() { pgrep -x cc1plus >/dev/null || pgrep -x ninja >/dev/null; }
@@ -60,6 +58,7 @@ for t in 1 2; do
     --benchmark_out_format=json >/dev/null
 done
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 /usr/bin/python3 - "$out" "$load" <<'PY'
 import json, sys, re, pathlib
 out, load = pathlib.Path(sys.argv[1]), sys.argv[2]

@@ -26,9 +26,9 @@ shift
 runs=3 fraction=0.1 precision=f32
 while [ $# -gt 0 ]; do
   case "$1" in
-    --runs) runs="$2"; shift 2 ;;
-    --fraction) fraction="$2"; shift 2 ;;
-    --precision) precision="$2"; shift 2 ;;
+    --runs) whole_number g2p_compare "$1" "${2:-}"; runs="$2"; shift 2 ;;
+    --fraction) [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }; fraction="$2"; shift 2 ;;
+    --precision) precision="${2:-}"; shift $(($# < 2 ? 1 : 2)) ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
 done

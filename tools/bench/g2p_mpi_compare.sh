@@ -21,13 +21,12 @@ name=g2p_mpi_compare
 usage="usage: $name.sh [--epochs N] [--preset small|base] [--runs R] [--train-fraction F] [--eval-limit N] \
 [--data FILE] [--attograd PATH]"
 fail() { echo "$name: $1" >&2; exit 2; }
-whole() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || fail "$1 must be a whole number ≥ 1, got '$2'"; }
 epochs=3 preset=small runs=1 attograd="" passed=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
-    --epochs) whole "$1" "${2:-}"; epochs="$2"; shift 2 ;;
-    --runs) whole "$1" "${2:-}"; runs="$2"; shift 2 ;;
+    --epochs) whole_number "$name" "$1" "${2:-}"; epochs="$2"; shift 2 ;;
+    --runs) whole_number "$name" "$1" "${2:-}"; runs="$2"; shift 2 ;;
     --preset) preset="${2:-}"; shift 2 ;;
     --attograd) attograd="${2:-}"; shift 2 ;;
     --train-fraction | --eval-limit | --data) [ $# -ge 2 ] || fail "$1 needs a value"; passed+=("$1" "$2"); shift 2 ;;

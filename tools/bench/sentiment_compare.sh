@@ -16,9 +16,10 @@ peer="${ATTOGRAD_PEER:-$root/../shared/peer}/sentiment_uci_torch.py"
 runs=5 threads=2 seed=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --runs) runs="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --seed) seed="$2"; shift 2 ;;
+    --runs) whole_number sentiment_compare "$1" "${2:-}"; runs="$2"; shift 2 ;;
+    --threads) whole_number sentiment_compare "$1" "${2:-}"; threads="$2"; shift 2 ;;
+    --seed) [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "sentiment_compare: --seed must be a whole number, got '${2:-}'" >&2; exit 2; }
+      seed="$2"; shift 2 ;;
     *) echo "usage: $0 [--runs N] [--threads T] [--seed S]" >&2; exit 2 ;;
   esac
 done
