@@ -5,7 +5,7 @@
 # same way (--micro-batches); the same N and seed give the same bytes; a run resumes under another N; a rank
 # that fails or is killed ends the job with a message naming it, never a hang, and leaves the last
 # checkpoint loadable.
-#   mpi_test.sh ATTOGRAD
+#   mpi_test.sh ATTOGRAD        MPI_TEST_CHARLM_ITERS=50 shortens the charlm comparison (sanitizer builds)
 set -u
 attograd="$1"
 work="$(mktemp -d)"
@@ -27,7 +27,9 @@ one_and_two() {
 one_and_two "squares, 12 epochs" squares train squares --epochs 12
 one_and_two "squares transformer with dropout 0.1, 20 epochs" transformer \
   train squares --model transformer --dropout 0.1 --epochs 20
-one_and_two "charlm, 200 iterations" charlm train charlm --iters 200 --eval-interval 50
+charlm_iters="${MPI_TEST_CHARLM_ITERS:-200}"
+one_and_two "charlm, $charlm_iters iterations" charlm \
+  train charlm --iters "$charlm_iters" --eval-interval $((charlm_iters / 4))
 one_and_two "charlm with dropout 0.2 (attention and residual), 40 iterations" dropout \
   train charlm --iters 40 --eval-interval 20 --dropout 0.2 --layers 2
 one_and_two "sentiment UCI with dropout 0.2, 3 epochs" uci train sentiment --dataset uci --epochs 3 --dropout 0.2
