@@ -57,11 +57,10 @@ for t in 1 2; do
     --benchmark_repetitions=5 --benchmark_report_aggregates_only=true --benchmark_out="$out/kernels_t$t.json" \
     --benchmark_out_format=json >/dev/null
 done
-load="$(cut -d' ' -f1-3 /proc/loadavg)"
-machine_line
-/usr/bin/python3 - "$out" "$load" <<'PY'
+machine_line  # the CPU and the load at the end
+/usr/bin/python3 - "$out" <<'PY'
 import json, sys, re, pathlib
-out, load = pathlib.Path(sys.argv[1]), sys.argv[2]
+out = pathlib.Path(sys.argv[1])
 def results(path):  # RESULT,name,median,best,unit
     r = {}
     for line in path.read_text().splitlines():
@@ -75,7 +74,6 @@ def kernels(path):
         if b.get("aggregate_name") == "median":
             r[b["run_name"]] = b
     return r
-print(f"load average at the end: {load}")
 print("| workload | threads | attograd | peer | ratio (peer/attograd time, or attograd/peer GFLOP/s) |")
 print("|---|---|---|---|---|")
 for t in (1, 2):
