@@ -85,6 +85,16 @@ void keep_weight_bf16_copy(const Tensor& x, const Tensor& copy) {
   cast_cache[x.impl()] = {x.impl_ptr(), x.version(), copy, {}};
 }
 
+std::vector<std::pair<Tensor, Tensor>> kept_weight_bf16_copies() {
+  std::vector<std::pair<Tensor, Tensor>> kept;
+  for (const auto& [impl, entry] : cast_cache) {
+    const Tensor weight(entry.source.lock());
+    if (weight.defined() && entry.held.defined() && entry.version == weight.version())
+      kept.emplace_back(weight, entry.held);
+  }
+  return kept;
+}
+
 namespace {
 
 bool keeps_bf16_copies(const Tensor& x) { return autocast_depth > 0 && !grad_enabled() && x.dtype() == DType::f32; }

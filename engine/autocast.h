@@ -4,6 +4,9 @@
 // precision", has the table).
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "engine/tensor.h"
 
 namespace ag {
@@ -46,6 +49,10 @@ void attach_bf16_copy(const Tensor& x, const Tensor& copy);
 // for the new version, so the next forward's products convert nothing.
 Tensor weight_bf16_copy_to_fill(const Tensor& x);
 void keep_weight_bf16_copy(const Tensor& x, const Tensor& copy);
+
+// The (weight, bf16 copy) pairs this thread's autocast keeps, current ones only: the parts of a
+// step split by thread (engine/parts.h) keep them too, each on its thread, and convert nothing.
+std::vector<std::pair<Tensor, Tensor>> kept_weight_bf16_copies();
 
 // A decoder's cache, grown by a position (cat) or with its rows picked (index_select), without grad
 // mode: under autocast the result carries its bf16 copy, built from the inputs' copies (a part's

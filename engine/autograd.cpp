@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
+#include <utility>
 
 #include "engine/inspect.h"
 #include "engine/ops/arithmetic.h"
@@ -73,16 +74,17 @@ Node::~Node() {
   }  // each node dies here with nothing left to free recursively
 }
 
-std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
-  if (!tensor.defined()) return nullptr;
-  TensorImpl* impl = tensor.impl();
-  if (impl->grad_fn) return impl->grad_fn;
-  if (!impl->requires_grad) return nullptr;
+namespace {
+
+thread_local PartLeaves* part_leaves = nullptr;
+
+std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
+  TensorImpl* impl = leaf.impl();
   std::shared_ptr<Node> accumulator = impl->grad_accumulator.lock();
   if (!accumulator) {
     accumulator = std::make_shared<Node>();
     accumulator->name = "AccumulateGrad";
-    accumulator->leaf = tensor.impl_ptr();
+    accumulator->leaf = leaf.impl_ptr();
     accumulator->scope = current_scope();
     accumulator->sequence = next_node_sequence();
     accumulator->shape = impl->shape;
@@ -90,6 +92,30 @@ std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
     impl->grad_accumulator = accumulator;
   }
   return accumulator;
+}
+
+const Tensor& part_copy_of(PartLeaves& part, const Tensor& leaf) {
+  const auto [found, added] = part.index.try_emplace(leaf.impl(), part.leaves.size());
+  if (added) part.leaves.emplace_back(leaf, leaf.detach().requires_grad_());
+  return part.leaves[found->second].second;
+}
+
+}  // namespace
+
+PartLeaves* set_part_leaves(PartLeaves* leaves) { return std::exchange(part_leaves, leaves); }
+
+std::shared_ptr<Node> gradient_edge(const Tensor& tensor) {
+  if (!tensor.defined()) return nullptr;
+  TensorImpl* impl = tensor.impl();
+  if (impl->grad_fn) {
+    AG_CHECK(part_leaves == nullptr || impl->grad_fn->sequence >= part_leaves->first_sequence,
+             "a part of a step split by thread used a tensor recorded before the parts began (by {}, shape {}): "
+             "the parts would walk its graph at once. Compute it inside each part, or detach() it",
+             impl->grad_fn->name, shape_str(impl->shape));
+    return impl->grad_fn;
+  }
+  if (!impl->requires_grad) return nullptr;
+  return accumulator_of(part_leaves != nullptr ? part_copy_of(*part_leaves, tensor) : tensor);
 }
 
 void attach_node(Tensor& out, OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> saved,
@@ -199,6 +225,14 @@ void accumulate_into_leaf(const Node& accumulator, Tensor grad, bool create_grap
   const Tensor accumulated(leaf);
   for (const auto& hook : leaf->post_accumulate_hooks) hook(accumulated);
 }
+
+}  // namespace
+
+void accumulate_gradient(const Tensor& leaf, Tensor grad) {
+  accumulate_into_leaf(*accumulator_of(leaf), std::move(grad), false, false);
+}
+
+namespace {
 
 // The nodes reachable from root, each with `pending` = how many edges point at it. The scratch
 // lives in the nodes (no hash maps: most graphs are small) and is reset when the walk ends, even

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/forward_ad.h"
@@ -162,8 +163,22 @@ void record(Tensor& out, OpKind kind, std::initializer_list<Tensor> inputs, std:
 }
 
 // The node a gradient for `tensor` flows into: its grad_fn, or for a leaf that requires grad,
-// its AccumulateGrad node; null if neither.
+// its AccumulateGrad node (in a part of a step split by thread, the part's copy's); null if neither.
 std::shared_ptr<Node> gradient_edge(const Tensor& tensor);
+
+// One part of a step split by thread (engine/parts.h): the leaves its ops used, each with the
+// part's own copy (sharing the leaf's memory) whose AccumulateGrad node takes the part's gradient,
+// so no node is shared between parts. While set on a thread (set_part_leaves), gradient_edge hands
+// out the copies' nodes, and refuses a tensor whose graph was recorded before the part began.
+struct PartLeaves {
+  uint64_t first_sequence = 0;                    // the part's nodes are numbered from here
+  std::vector<std::pair<Tensor, Tensor>> leaves;  // (leaf, the part's copy), in order of first use
+  std::unordered_map<const TensorImpl*, size_t> index;
+};
+PartLeaves* set_part_leaves(PartLeaves* leaves);  // returns the previous
+// Accumulates `grad` into leaf's grad as a backward would (the leaf's hooks, then its
+// post-accumulate hooks): how a step split by thread hands over the parts' summed gradients.
+void accumulate_gradient(const Tensor& leaf, Tensor grad);
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph);
 

@@ -49,6 +49,8 @@ std::string op_of(const Node& node) {
 
 uint64_t next_node_sequence() { return node_sequence++; }
 
+void continue_node_sequence(uint64_t first) { node_sequence = std::max(node_sequence, first); }
+
 // --- Anomaly mode ---------------------------------------------------------------------------
 
 DetectAnomalyGuard::DetectAnomalyGuard(bool enabled) : previous_(anomaly_mode) { anomaly_mode = enabled; }

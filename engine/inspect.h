@@ -44,6 +44,9 @@ std::string scope_of(const Node& node);
 std::string op_of(const Node& node);
 // Creation order on this thread: the next node's sequence number.
 uint64_t next_node_sequence();
+// Numbers this thread's next nodes from `first` on, if it is past the current count (a part of a
+// step split by thread, engine/parts.h, numbers its nodes after everything its caller recorded).
+void continue_node_sequence(uint64_t first);
 
 // --- Anomaly mode ---------------------------------------------------------------------------
 

@@ -265,6 +265,8 @@ bad "bench attention --shape 0,6,16,2" 2 "--shape: expected B,T,d,h with positiv
 bad "bench attention --shape 1,6,16,3 (h not dividing d)" 2 "h dividing d" -- "$attograd" bench attention --shape 1,6,16,3
 bad "bench transformer --shape --kernel: do not apply" 2 "--shape and --kernel: apply to \`bench attention\` only" -- "$attograd" bench transformer --shape 1,2,3,4 --kernel streaming
 bad "bench attention --profile: does not apply" 2 "--profile: applies to \`bench transformer\` only" -- "$attograd" bench attention --profile 2
+bad "bench attention --parts: does not apply" 2 "--parts: applies to \`bench transformer\` only" -- "$attograd" bench attention --parts 2
+bad "bench transformer --parts 0: out of range" 2 "--parts" -- "$attograd" bench transformer --parts 0
 bad "bench cpus --precision: does not apply" 2 "--precision: does not apply to \`bench cpus\`" -- "$attograd" bench cpus --precision bf16
 bad "bench cpus --iters past 100 rounds" 2 "--iters: bench cpus takes at most 100 rounds, got 101" -- "$attograd" bench cpus --iters 101
 bad "bench cpus on one CPU" 1 "bench cpus: this process may run on 1 CPU(s); the round trip needs two" -- taskset -c 0 "$attograd" bench cpus --iters 1
