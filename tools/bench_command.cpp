@@ -36,6 +36,7 @@
 #include "engine/ops/matmul.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
+#include "engine/parts.h"
 #include "engine/profile.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
@@ -54,6 +55,7 @@ struct BenchArgs {
   std::string precision = "f32";
   int iters = 20;
   int profile = 0;  // transformer: steps profiled by op after the timed ones
+  int parts = 1;    // transformer: the batch in this many parts, run at once by thread (ag::run_parts)
   bool json = false;
 };
 
@@ -199,10 +201,21 @@ int run_transformer(const BenchArgs& args) {
                target = randn({kBatch, kTokens, o.d_model});
   nn::TransformerMasks masks;
   masks.tgt_mask = causal_mask(kTokens);
+  // The forward and backward of the whole batch, or of its parts on their threads, each part's
+  // mean loss weighted by its share of the batch (the same gradient).
+  const auto forward_and_backward = [&] {
+    if (args.parts == 1) return mse_loss(model(src, tgt, masks), target).backward();
+    run_parts(args.parts, [&](int part) {
+      const int64_t begin = kBatch * part / args.parts, end = kBatch * (part + 1) / args.parts;
+      const Tensor loss =
+          mse_loss(model(slice(src, 0, begin, end), slice(tgt, 0, begin, end), masks), slice(target, 0, begin, end));
+      mul(loss, static_cast<double>(end - begin) / kBatch).backward();
+    });
+  };
   const auto [step, step_min] = time_ms(
       [&] {
         optimizer.zero_grad();
-        mse_loss(model(src, tgt, masks), target).backward();
+        forward_and_backward();
         optimizer.step();
       },
       args.iters);
@@ -211,26 +224,29 @@ int run_transformer(const BenchArgs& args) {
     Profiler profiler;
     for (int i = 0; i < args.profile; ++i) {
       profiler.section("(optimizer: zero_grad)", [&] { optimizer.zero_grad(); });
-      mse_loss(model(src, tgt, masks), target).backward();
+      forward_and_backward();
       profiler.section("(optimizer: Adam step)", [&] { optimizer.step(); });
     }
-    profile = fmt::format("where a step's time goes, by op ({} steps after the timed ones):\n{}", args.profile,
+    profile = fmt::format("where a step's time goes, by op ({} steps after the timed ones{}):\n{}", args.profile,
+                          args.parts == 1 ? "" : "; the ops of part 0 and the time the others kept it waiting",
                           profiler.table(args.profile));
   }
   const double flops =
       kForwardAndBackward * transformer_forward_flops(kBatch, kTokens, kTokens, o.d_model, o.dim_feedforward,
                                                       o.num_encoder_layers, o.num_decoder_layers);
   if (args.json) {
-    fmt::print(R"({{"name": "transformer_step", "threads": {}, "precision": "{}", "step_ms": {:.5f}, )"
+    fmt::print(R"({{"name": "transformer_step", "threads": {}, "parts": {}, "precision": "{}", "step_ms": {:.5f}, )"
                R"("step_gflops": {:.4f}, "step_gflop_per_s": {:.2f}, "peak_rss_mb": {:.1f}}})"
                "\n",
-               get_num_threads(), args.precision, step, flops / 1e9, gflops_per_s(flops, step), peak_resident_mb());
+               get_num_threads(), args.parts, args.precision, step, flops / 1e9, gflops_per_s(flops, step),
+               peak_resident_mb());
     fmt::print(stderr, "{}", profile);
   } else {
     fmt::print(
-        "transformer_step threads={} iters={} precision={}: train step median {:.3f} ms (min {:.3f}) {:.1f} GFLOP/s; "
-        "peak resident {:.0f} MB\n",
-        get_num_threads(), args.iters, args.precision, step, step_min, gflops_per_s(flops, step), peak_resident_mb());
+        "transformer_step threads={} parts={} iters={} precision={}: train step median {:.3f} ms (min {:.3f}) {:.1f} "
+        "GFLOP/s; peak resident {:.0f} MB\n",
+        get_num_threads(), args.parts, args.iters, args.precision, step, step_min, gflops_per_s(flops, step),
+        peak_resident_mb());
     fmt::print("{}", profile);
   }
   return 0;
@@ -351,15 +367,23 @@ Command add_bench_command(CLI::App& app) {
                       "transformer: after the timed steps, profile N more and print where the time goes by op "
                       "(self time share, calls, ms, GFLOP/s, GB/s, MB allocated per step; stderr with --json)")
           ->check(CLI::Range(1, 1000));
+  CLI::Option* parts =
+      cmd->add_option("--parts", args->parts,
+                      "transformer: split the batch (16 sequences) in N parts, each part's forward and backward on "
+                      "a thread of its own, the gradients summed once (ag::run_parts); 1: every op split by thread")
+          ->check(CLI::Range(1, 16))
+          ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "One JSON object: name, shape, threads, kernel, times (ms), GFLOP, GFLOP/s, peak_rss_mb");
   CLI::Option* precision = cmd->get_option("--precision");
-  cmd->callback([args, shape, kernel, profile, precision] {  // usage errors (exit 2) before any work
+  cmd->callback([args, shape, kernel, profile, precision, parts] {  // usage errors (exit 2) before any work
     if (args->workload != "attention" && shape->count() + kernel->count() > 0)
       throw CLI::ValidationError("--shape and --kernel",
                                  fmt::format("apply to `bench attention` only, not to `bench {}`", args->workload));
     if (args->workload != "transformer" && profile->count() > 0)
       throw CLI::ValidationError("--profile", "applies to `bench transformer` only");
+    if (args->workload != "transformer" && parts->count() > 0)
+      throw CLI::ValidationError("--parts", "applies to `bench transformer` only");
     if (args->workload == "cpus" && precision->count() > 0)
       throw CLI::ValidationError("--precision", "does not apply to `bench cpus`, which times no arithmetic");
     if (args->workload == "cpus" && args->iters > 100)

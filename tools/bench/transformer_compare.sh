@@ -5,6 +5,9 @@
 # threads. Ours runs in --precision; with bf16 the peer runs both in f32 and under its CPU autocast
 # (tools/bench/peer_autocast.py). Prints each run's median step, then medians over the runs and
 # ratios (> 1: attograd is faster), and the step's GFLOP/s beside the rate of its products alone.
+# Our step runs its batch in as many parts as threads (`bench transformer --parts`, ag::run_parts:
+# each part's ops on a thread of its own); the step with every op split by thread (--parts 1) is
+# timed beside it in each run.
 #   tools/bench/transformer_compare.sh [--runs N] [--iters N] [--precision f32|bf16]   (3 runs, 20 steps, f32)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -63,22 +66,33 @@ product_rate() {
 for threads in 1 2; do
   for run in $(seq "$runs"); do
     cpus=$(cpu_round_trip "$attograd")
-    json=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" --json)
+    json=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" \
+      --parts "$threads" --json)
     ours=$(sed -n 's/.*"step_ms": \([0-9.]*\),.*/\1/p' <<<"$json")
+    every_op_split=-
+    if [ "$threads" -gt 1 ]; then
+      every_op_split=$("$attograd" --threads "$threads" bench transformer --iters "$iters" --precision "$precision" \
+        --json | sed -n 's/.*"step_ms": \([0-9.]*\),.*/\1/p')
+    fi
     step_gflop=$(sed -n 's/.*"step_gflops": \([0-9.]*\).*/\1/p' <<<"$json")  # the same every run
     read -r rate summed_rate <<<"$(product_rate "$threads")"
     theirs=$(peer_step f32 "$threads")
     theirs_bf16=-
     if [ "$precision" = bf16 ]; then theirs_bf16=$(peer_step bf16 "$threads"); fi
-    echo "threads $threads run $run: step ms ours ($precision) $ours, PyTorch f32 $theirs, PyTorch bf16 $theirs_bf16;" \
+    echo "threads $threads run $run: step ms ours ($precision) $ours (every op split by thread: $every_op_split)," \
+      "PyTorch f32 $theirs, PyTorch bf16 $theirs_bf16;" \
       "products alone $rate GFLOP/s ($summed_rate as summed inside the steps)," \
       "share $(awk -v f="$step_gflop" -v a="$ours" -v r="$rate" 'BEGIN {printf "%.0f%%", 100 * f / a * 1000 / r}');" \
       "CPUs' round trip $cpus ns"
-    echo "$threads $ours $theirs $theirs_bf16 $rate $summed_rate" >>"$work/rows"
+    echo "$threads $ours $theirs $theirs_bf16 $rate $summed_rate $every_op_split" >>"$work/rows"
   done
   median_of() { column_median "$work/rows" "$threads" "$1"; }
   awk -v t="$threads" -v p="$precision" -v a="$(median_of 2)" -v b="$(median_of 3)" \
     'BEGIN {printf "threads %s medians: step ours (%s) %.2f ms vs PyTorch f32 %.2f ms = %.2fx\n", t, p, a, b, b / a}'
+  if [ "$threads" -gt 1 ]; then
+    awk -v t="$threads" -v a="$(median_of 2)" -v e="$(median_of 7)" \
+      'BEGIN {printf "threads %s medians: step ours in parts %.2f ms, every op split by thread %.2f ms = %.2fx\n", t, a, e, e / a}'
+  fi
   if [ "$precision" = bf16 ]; then
     awk -v t="$threads" -v a="$(median_of 2)" -v c="$(median_of 4)" \
       'BEGIN {printf "threads %s medians: step ours (bf16) %.2f ms vs PyTorch bf16 autocast %.2f ms = %.2fx\n", t, a, c, c / a}'
