@@ -15,6 +15,9 @@ namespace ag {
 // and scope; the caller's profiler and observers see part 0 only. A part may not use a tensor
 // whose graph was recorded before it began (an error: compute it in every part), and the first
 // part to throw has its exception rethrown here after all parts have stopped. Throws if parts < 1.
+// Not yet for parts that draw random numbers (dropout in training mode, randn): the parts would
+// share the generator, and its draws would depend on the threads' timing. The Trainer's
+// micro-batches (a BatchShardGuard's per-row streams) remain the way to split such a step.
 void run_parts(int parts, const std::function<void(int part)>& part);
 
 }  // namespace ag
