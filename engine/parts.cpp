@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/autocast.h"
@@ -71,22 +72,22 @@ void run_part(const std::function<void(int)>& part, int index, PartLeaves& leave
 
 // Each leaf's gradient: the parts' in part order, summed, then accumulated as a backward would.
 void accumulate_parts(std::vector<PartLeaves>& parts) {
-  std::vector<const TensorImpl*> done;
-  for (size_t first = 0; first < parts.size(); ++first) {
-    for (const auto& [leaf, copy] : parts[first].leaves) {
-      if (std::find(done.begin(), done.end(), leaf.impl()) != done.end()) continue;
-      done.push_back(leaf.impl());
-      Tensor sum;
-      for (size_t p = first; p < parts.size(); ++p) {
-        const auto found = parts[p].index.find(leaf.impl());
-        if (found == parts[p].index.end()) continue;
-        Tensor grad = std::move(parts[p].leaves[found->second].second.impl()->grad);
-        if (!grad.defined()) continue;
-        sum = sum.defined() ? add(sum, grad) : std::move(grad);
+  std::vector<std::pair<Tensor, Tensor>> sums;  // (leaf, its gradient summed so far), in order of first use
+  std::unordered_map<const TensorImpl*, size_t> sum_of;
+  for (PartLeaves& part : parts) {
+    for (auto& [leaf, copy] : part.leaves) {
+      Tensor grad = std::move(copy.impl()->grad);
+      if (!grad.defined()) continue;
+      const auto [found, added] = sum_of.try_emplace(leaf.impl(), sums.size());
+      if (added) {
+        sums.emplace_back(leaf, std::move(grad));
+      } else {
+        Tensor& sum = sums[found->second].second;
+        sum = add(sum, grad);
       }
-      if (sum.defined()) accumulate_gradient(leaf, std::move(sum));
     }
   }
+  for (auto& [leaf, sum] : sums) accumulate_gradient(leaf, std::move(sum));
 }
 
 }  // namespace

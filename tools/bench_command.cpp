@@ -227,9 +227,10 @@ int run_transformer(const BenchArgs& args) {
       forward_and_backward();
       profiler.section("(optimizer: Adam step)", [&] { optimizer.step(); });
     }
-    profile = fmt::format("where a step's time goes, by op ({} steps after the timed ones{}):\n{}", args.profile,
-                          args.parts == 1 ? "" : "; the ops of part 0 and the time the others kept it waiting",
-                          profiler.table(args.profile));
+    profile = fmt::format(
+        "where a step's time goes, by op ({} steps after the timed ones{}):\n{}", args.profile,
+        args.parts == 1 ? "" : "; part 0's ops alone: the wait for the other parts and their sum are outside it",
+        profiler.table(args.profile));
   }
   const double flops =
       kForwardAndBackward * transformer_forward_flops(kBatch, kTokens, kTokens, o.d_model, o.dim_feedforward,
